@@ -1,0 +1,55 @@
+# Shardhouse: `make run` runs a local cluster, `make test` runs every test.
+# Both install what they need on a fresh machine (scripts/install-deps.sh).
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+# Build cache outside the clone so CI and repeated runs reuse compiled crates.
+export SHARDHOUSE_CACHE ?= $(HOME)/.cache/shardhouse
+export CARGO_TARGET_DIR ?= $(SHARDHOUSE_CACHE)/target
+# The embedded engine (chdb-core wheel) is installed project-locally here.
+export SHARDHOUSE_CHDB_DIR ?= $(CURDIR)/.deps/chdb
+export SHARDHOUSE_BIN := $(CARGO_TARGET_DIR)/release
+export PATH := $(HOME)/go/bin:/usr/local/go/bin:$(PATH)
+
+CARGO ?= cargo
+
+.PHONY: help deps build run test lint fmt bench-engine bench-wal bench-frontdoor bench-e2e chaos
+
+help:
+	@echo "make run    - start a local cluster (etcd, nodes, router) in the foreground"
+	@echo "make test   - install dependencies and run every test"
+	@echo "make bench-engine | bench-wal | bench-frontdoor | bench-e2e | chaos"
+
+deps:
+	@scripts/install-deps.sh
+
+build: deps
+	$(CARGO) build --release --workspace --bins
+
+run: build
+	@scripts/run-local.sh
+
+test: deps
+	@scripts/test.sh
+
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
+
+fmt:
+	$(CARGO) fmt --all
+
+bench-engine: deps
+	$(CARGO) run --release -p shardhouse-engine --bin bench-engine
+
+bench-wal: build
+	@scripts/bench-wal.sh
+
+bench-frontdoor: deps
+	$(CARGO) run --release -p shardhouse-router --bin bench-frontdoor
+
+bench-e2e: build
+	@scripts/bench-e2e.sh
+
+chaos: build
+	@scripts/chaos.sh

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Installs everything Shardhouse needs on a fresh machine; idempotent and
+# quick when everything is already there. Needs root for apt (CI runs as root).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+CHDB_VERSION=26.9.0
+CHDB_DIR=${SHARDHOUSE_CHDB_DIR:-$PWD/.deps/chdb}
+
+log() { echo "[deps] $*" >&2; }
+
+# --- Debian packages: libclang (RocksDB bindgen), protoc (etcd-client,
+# tonic), etcd (metadata store for tests and `make run`).
+need_apt=()
+dpkg -s libclang-dev >/dev/null 2>&1 || need_apt+=(libclang-dev)
+command -v protoc >/dev/null 2>&1 || need_apt+=(protobuf-compiler)
+command -v etcd >/dev/null 2>&1 || need_apt+=(etcd-server)
+command -v etcdctl >/dev/null 2>&1 || need_apt+=(etcd-client)
+if ((${#need_apt[@]})); then
+  log "apt-get install ${need_apt[*]}"
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+# --- Rust toolchain pinned by rust-toolchain.toml (rustup installs on demand).
+command -v cargo >/dev/null || { log "cargo not found: install rustup first"; exit 1; }
+cargo --version >/dev/null
+
+# --- The embedded engine: chdb-core wheel unpacked into a project-local dir.
+if [ ! -f "$CHDB_DIR/.installed-$CHDB_VERSION" ]; then
+  log "installing chdb-core==$CHDB_VERSION into $CHDB_DIR"
+  rm -rf "$CHDB_DIR"
+  mkdir -p "$CHDB_DIR"
+  python3 -m pip install --quiet --disable-pip-version-check --no-deps \
+    --target "$CHDB_DIR" "chdb-core==$CHDB_VERSION"
+  touch "$CHDB_DIR/.installed-$CHDB_VERSION"
+fi
+
+# --- Extra tools some tests need (kube-apiserver, helm, ...) register here.
+for extra in scripts/deps.d/*.sh; do
+  [ -e "$extra" ] || continue
+  bash "$extra"
+done
+log "ok"
