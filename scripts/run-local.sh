@@ -1,5 +1,81 @@
 #!/usr/bin/env bash
-# Placeholder until the local-cluster work lands: runs a single node.
+# `make run`: a local Shardhouse cluster in the foreground: etcd, NODES nodes
+# (RF replicas, SHARDS shards) and one router on loopback. Ctrl-C stops every
+# process cleanly. Data lives under SHARDHOUSE_DATA (default ./.data/local);
+# a second run reuses it (same ports, same shard map, same points).
+#
+# Options (environment or make variables):
+#   NODES=3 RF=3 SHARDS=12 SHARDHOUSE_DATA=./.data/local
+#   SHARDHOUSE_ROUTER_HTTP_PORT=8086 SHARDHOUSE_ROUTER_GRPC_PORT=8087
+#   SHARDHOUSE_ETCD_PORT=2379 SHARDHOUSE_NODE_BASE_PORT=7100 (node k: base+2k, base+2k+1)
 set -euo pipefail
-echo "make run: the local cluster is not assembled yet" >&2
-exit 1
+cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib/cluster.sh
+source scripts/lib/cluster.sh
+
+NODES=${NODES:-3}
+RF=${RF:-3}
+SHARDS=${SHARDS:-12}
+DATA=${SHARDHOUSE_DATA:-./.data/local}
+((RF <= NODES)) || sh_die "RF=$RF needs at least $RF nodes (NODES=$NODES)"
+
+SH_FIXED_PORTS=1 sh_cluster_init "$DATA" "$NODES"
+sh_check_not_running
+
+stopping=0
+shutdown() {
+  ((stopping)) && return
+  stopping=1
+  echo
+  sh_log "stopping router, nodes and etcd"
+  sh_stop_all
+  sh_log "stopped; data kept in $SH_DATA (a second make run reuses it)"
+}
+trap 'shutdown; exit 0' INT TERM
+trap 'shutdown' EXIT
+
+if [ -f "$SH_DATA/cluster.env" ]; then
+  # The shard map already lives in etcd; the shape it was created with wins.
+  # shellcheck disable=SC1091
+  source "$SH_DATA/cluster.env"
+  if [ "$CREATED_NODES" != "$NODES" ] || [ "$CREATED_RF" != "$RF" ] || [ "$CREATED_SHARDS" != "$SHARDS" ]; then
+    sh_log "note: $SH_DATA was created with NODES=$CREATED_NODES RF=$CREATED_RF SHARDS=$CREATED_SHARDS; reusing that (remove the directory for a new shape)"
+    NODES=$CREATED_NODES RF=$CREATED_RF SHARDS=$CREATED_SHARDS
+    sh_cluster_init "$SH_DATA" "$NODES"
+  fi
+else
+  printf 'CREATED_NODES=%s\nCREATED_RF=%s\nCREATED_SHARDS=%s\n' "$NODES" "$RF" "$SHARDS" >"$SH_DATA/cluster.env"
+fi
+
+sh_log "data: $SH_DATA  binaries: $SH_BIN"
+sh_start_etcd
+sh_start_nodes "$SHARDS" "$RF"
+sh_start_router
+sh_wait_writable || sh_die "the cluster started but does not accept writes; see $SH_DATA/logs/"
+
+cat <<EOF
+
+Shardhouse is running: $NODES node(s), RF=$RF, $SHARDS shards.
+  write (InfluxDB line protocol): http://$SH_ROUTER_HTTP/write?db=shardhouse   (also /api/v2/write, /api/v1/write/msgpack, /api/v1/prom/write)
+  gRPC ingest:                    $SH_ROUTER_GRPC
+  read back (SQL):                http://$SH_ROUTER_HTTP/api/v1/sql?q=...
+  metrics: router http://$SH_ROUTER_HTTP/metrics, nodes http://127.0.0.1:$(sh_node_http_port 1)/metrics ...
+  logs: $SH_DATA/logs/   pids: $SH_DATA/pids/
+
+Try it:
+  curl -i -XPOST 'http://$SH_ROUTER_HTTP/write?db=shardhouse' --data-binary 'cpu,host=a usage=0.5' && curl -s 'http://$SH_ROUTER_HTTP/api/v1/sql' --data-urlencode 'q=SELECT * FROM cpu FINAL' -G
+
+Press Ctrl-C to stop every process.
+EOF
+
+# Foreground until Ctrl-C; a component that dies takes the cluster down
+# loudly instead of leaving a half-working cluster behind.
+while true; do
+  if dead=$(sh_first_dead); then
+    sh_log "$dead exited unexpectedly; last lines of $SH_DATA/logs/$dead.log:"
+    tail -n 30 "$SH_DATA/logs/$dead.log" >&2
+    exit 1
+  fi
+  sleep 1 &
+  wait $! || true
+done
