@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# `make test` suite: the local cluster end to end, with the real binaries,
+# etcd and chDB.
+#  1. `make run` smoke: run-local.sh in the background on a temp data dir,
+#     write with curl, read back through /api/v1/sql, SIGINT, assert a clean
+#     exit and no process left; start again on the same dir and read the
+#     points back (the data dir is reused).
+#  2. the chaos run, short timings (CHAOS_SHORT=1, ~2-3 min).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+BIN=${SHARDHOUSE_BIN:-${CARGO_TARGET_DIR:-$HOME/.cache/shardhouse/target}/release}
+export SHARDHOUSE_BIN=$BIN
+fail() { echo "FAIL cluster: $*" >&2; exit 1; }
+for b in shardhouse-node shardhouse-router shardhouse-loadtest; do
+  [ -x "$BIN/$b" ] || fail "$BIN/$b missing: build with cargo build --release --workspace --bins"
+done
+command -v etcd >/dev/null || fail "etcd missing: run scripts/install-deps.sh"
+CHDB=${SHARDHOUSE_CHDB_DIR:-$PWD/.deps/chdb}
+[ -d "$CHDB" ] || fail "chDB engine missing at $CHDB: run scripts/install-deps.sh"
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/shardhouse-cluster-test.XXXXXX")
+RUN_PID=""
+cleanup() {
+  if [ -n "$RUN_PID" ] && kill -0 "$RUN_PID" 2>/dev/null; then
+    kill -INT "$RUN_PID" 2>/dev/null || true
+    wait "$RUN_PID" 2>/dev/null || true
+  fi
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+# Ports for this test only (make run's defaults may be in use).
+export SHARDHOUSE_ROUTER_HTTP_PORT=$(free_port) SHARDHOUSE_ROUTER_GRPC_PORT=$(free_port)
+export SHARDHOUSE_ETCD_PORT=$(free_port) SHARDHOUSE_ETCD_PEER_PORT=$(free_port)
+export SHARDHOUSE_NODE_BASE_PORT=$((20000 + RANDOM % 20000))
+export SHARDHOUSE_DATA="$TMP/data" NODES=3 RF=3 SHARDS=4
+ROUTER="http://127.0.0.1:$SHARDHOUSE_ROUTER_HTTP_PORT"
+
+start_cluster() {
+  # Job control gives the background script its own process group and keeps
+  # SIGINT deliverable to it (non-interactive shells ignore SIGINT in `&` jobs).
+  set -m
+  scripts/run-local.sh >"$TMP/run.out" 2>&1 &
+  RUN_PID=$!
+  set +m
+  local deadline=$((SECONDS + 300))
+  until grep -q '^Shardhouse is running' "$TMP/run.out"; do
+    kill -0 "$RUN_PID" 2>/dev/null || { cat "$TMP/run.out" >&2; fail "run-local.sh exited before the cluster was up"; }
+    ((SECONDS < deadline)) || { cat "$TMP/run.out" >&2; fail "cluster not up after 300 s"; }
+    sleep 0.5
+  done
+}
+
+stop_cluster() {
+  local pids
+  pids=$(cat "$SHARDHOUSE_DATA"/pids/*.pid 2>/dev/null | tr '\n' ' ')
+  [ -n "$pids" ] || fail "no pid files under $SHARDHOUSE_DATA/pids while running"
+  kill -INT "$RUN_PID"
+  local rc=0
+  wait "$RUN_PID" || rc=$?
+  RUN_PID=""
+  [ "$rc" = 0 ] || { cat "$TMP/run.out" >&2; fail "run-local.sh exited with $rc after SIGINT (want 0)"; }
+  local p
+  for p in $pids; do
+    kill -0 "$p" 2>/dev/null && fail "process $p still running after Ctrl-C"
+  done
+  grep -q 'stopped; data kept' "$TMP/run.out" || fail "no clean-stop message"
+  echo "ok: SIGINT stopped every process ($pids) and exited 0"
+}
+
+count_smoke() {
+  curl -s -G "$ROUTER/api/v1/sql" --data-urlencode 'q=SELECT count() AS n FROM smoke FINAL' --data-urlencode format=csv |
+    grep -Eo '[0-9]+' | tail -n 1
+}
+
+wait_count() {
+  local want=$1 deadline=$((SECONDS + 60)) got=""
+  while ((SECONDS < deadline)); do
+    got=$(count_smoke || true)
+    [ "$got" = "$want" ] && return 0
+    sleep 1
+  done
+  fail "read back count()=$got from smoke, want $want (answer: $(curl -s -G "$ROUTER/api/v1/sql" --data-urlencode 'q=SELECT count() AS n FROM smoke FINAL' --data-urlencode format=csv))"
+}
+
+echo "== make run smoke (3 nodes, RF=3) in $SHARDHOUSE_DATA"
+start_cluster
+code=$(curl -s -o "$TMP/w.out" -w '%{http_code}' -XPOST "$ROUTER/write?db=shardhouse" \
+  --data-binary $'smoke,host=a v=1 1700000000000000000\nsmoke,host=b v=2 1700000000000000000\nsmoke,host=a v=3 1700000001000000000')
+[ "$code" = 204 ] || fail "write answered $code: $(cat "$TMP/w.out")"
+wait_count 3
+echo "ok: 3 points written with curl and read back"
+stop_cluster
+
+echo "== make run again on the same data dir"
+start_cluster
+wait_count 3
+echo "ok: the second run reuses the data (3 points still there)"
+stop_cluster
+
+echo "== chaos (short)"
+CHAOS_SHORT=1 scripts/chaos.sh 2>&1 | tee "$TMP/chaos.out"
+last=$(tail -n 1 "$TMP/chaos.out")
+[[ "$last" =~ ^chaos_scenarios=([0-9]+)\ acked_points_lost=0$ ]] || fail "chaos: $last"
+want=3; [ "$(id -u)" = 0 ] && want=4 # the partition needs root
+[ "${BASH_REMATCH[1]}" -ge "$want" ] || fail "chaos ran ${BASH_REMATCH[1]} scenarios, want $want"
+echo "ok: $last"
+echo "cluster: 3 passed, 0 failed"
