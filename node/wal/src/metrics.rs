@@ -1,0 +1,62 @@
+//! Prometheus metrics of the WAL (names fixed in docs/contracts.md), in the
+//! process's default registry.
+
+use std::sync::LazyLock;
+
+use prometheus::{
+    register_gauge, register_histogram, register_int_counter_vec, Gauge, Histogram, IntCounterVec,
+};
+
+pub static APPEND_SECONDS: LazyLock<Histogram> = LazyLock::new(|| {
+    register_histogram!(
+        "shardhouse_wal_append_seconds",
+        "Time to write one synced RocksDB write batch (one per Ready round, all shards of a poller)",
+        prometheus::exponential_buckets(0.0001, 2.0, 16).expect("valid buckets")
+    )
+    .expect("register shardhouse_wal_append_seconds")
+});
+
+pub static GROUP_COMMIT_ENTRIES: LazyLock<Histogram> = LazyLock::new(|| {
+    register_histogram!(
+        "shardhouse_wal_group_commit_entries",
+        "Log entries per synced RocksDB write batch",
+        prometheus::exponential_buckets(1.0, 2.0, 14).expect("valid buckets")
+    )
+    .expect("register shardhouse_wal_group_commit_entries")
+});
+
+pub static COMMIT_SECONDS: LazyLock<Histogram> = LazyLock::new(|| {
+    register_histogram!(
+        "shardhouse_wal_commit_seconds",
+        "Time from propose to commit on the leader",
+        prometheus::exponential_buckets(0.0002, 2.0, 16).expect("valid buckets")
+    )
+    .expect("register shardhouse_wal_commit_seconds")
+});
+
+pub static SHARDS: LazyLock<Gauge> = LazyLock::new(|| {
+    register_gauge!("shardhouse_wal_shards", "Shard replicas hosted by this node")
+        .expect("register shardhouse_wal_shards")
+});
+
+pub static LEADERS: LazyLock<Gauge> = LazyLock::new(|| {
+    register_gauge!("shardhouse_wal_leaders", "Shards this node leads")
+        .expect("register shardhouse_wal_leaders")
+});
+
+pub static FOLLOWER_LAG: LazyLock<Gauge> = LazyLock::new(|| {
+    register_gauge!(
+        "shardhouse_wal_follower_lag_entries",
+        "Max follower lag in entries over the shards this node leads"
+    )
+    .expect("register shardhouse_wal_follower_lag_entries")
+});
+
+pub static SNAPSHOTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!(
+        "shardhouse_wal_snapshots_total",
+        "Raft snapshots sent and received",
+        &["direction"]
+    )
+    .expect("register shardhouse_wal_snapshots_total")
+});

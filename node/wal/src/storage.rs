@@ -1,0 +1,548 @@
+//! `raft::Storage` over the node's shared RocksDB. The poll thread that owns
+//! the shard's `RawNode` is the only writer; it stages writes into the
+//! round's shared `WriteBatch` and updates the in-memory view at once, so
+//! raft-rs can read what it just handed over before the batch is synced.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use crossbeam_channel::Sender;
+use parking_lot::Mutex;
+use raft::eraftpb::{ConfState, Entry, HardState, Snapshot, SnapshotMetadata};
+use raft::{GetEntriesContext, RaftState, StorageError};
+use rocksdb::{Direction, IteratorMode, WriteBatch, DB};
+
+use crate::apply::ApplyMsg;
+use crate::error::{Result, WalError};
+use crate::keys::{self, LocalState};
+use crate::ShardId;
+
+/// A snapshot built by the apply thread, waiting for raft-rs to ask again.
+pub struct GeneratedSnapshot {
+    pub index: u64,
+    pub conf_state: ConfState,
+    pub data: Bytes,
+}
+
+/// Hand-off between `Storage::snapshot` (poll thread) and the apply thread
+/// that builds snapshots, so a slow state machine export never blocks the
+/// poll thread: raft-rs gets `SnapshotTemporarilyUnavailable` and retries.
+#[derive(Default)]
+pub struct SnapSlot {
+    pub generating: bool,
+    pub ready: Option<GeneratedSnapshot>,
+}
+
+pub struct ShardStorage {
+    shard: ShardId,
+    db: Arc<DB>,
+    state: LocalState,
+    last_index: u64,
+    last_term: u64,
+    /// Recent entries, contiguous and ending at `last_index` when non-empty.
+    cache: VecDeque<Entry>,
+    cache_bytes: usize,
+    snap: Arc<Mutex<SnapSlot>>,
+    apply_tx: Sender<ApplyMsg>,
+}
+
+fn entry_bytes(e: &Entry) -> usize {
+    e.data.len() + e.context.len() + 32
+}
+
+impl ShardStorage {
+    /// A new replica: `conf_state` is the bootstrap configuration (empty for a
+    /// replica that waits to be added by a leader).
+    pub fn create(
+        db: Arc<DB>,
+        shard: ShardId,
+        conf_state: ConfState,
+        snap: Arc<Mutex<SnapSlot>>,
+        apply_tx: Sender<ApplyMsg>,
+    ) -> ShardStorage {
+        ShardStorage {
+            shard,
+            db,
+            state: LocalState {
+                conf_state,
+                ..Default::default()
+            },
+            last_index: 0,
+            last_term: 0,
+            cache: VecDeque::new(),
+            cache_bytes: 0,
+            snap,
+            apply_tx,
+        }
+    }
+
+    /// Reloads a replica persisted in RocksDB.
+    pub fn load(
+        db: Arc<DB>,
+        shard: ShardId,
+        state: LocalState,
+        snap: Arc<Mutex<SnapSlot>>,
+        apply_tx: Sender<ApplyMsg>,
+    ) -> Result<ShardStorage> {
+        let mut s = ShardStorage {
+            shard,
+            db,
+            last_index: state.truncated_index,
+            last_term: state.truncated_term,
+            state,
+            cache: VecDeque::new(),
+            cache_bytes: 0,
+            snap,
+            apply_tx,
+        };
+        // The last entry is the greatest key of the shard's log range.
+        let upper = keys::log_key(shard, u64::MAX);
+        let last = {
+            let mut it = s
+                .db
+                .iterator(IteratorMode::From(&upper, Direction::Reverse));
+            match it.next() {
+                Some(kv) => {
+                    let (k, v) = kv?;
+                    match keys::parse_log_key(&k) {
+                        Some((sh, idx)) if sh == shard && idx > s.state.truncated_index => {
+                            Some(keys::decode_entry(idx, Bytes::from(v.into_vec()))?)
+                        }
+                        _ => None,
+                    }
+                }
+                None => None,
+            }
+        };
+        if let Some(e) = last {
+            s.last_index = e.index;
+            s.last_term = e.term;
+        }
+        Ok(s)
+    }
+
+    pub fn truncated_index(&self) -> u64 {
+        self.state.truncated_index
+    }
+    pub fn last_index_value(&self) -> u64 {
+        self.last_index
+    }
+    #[cfg(test)]
+    pub fn cache_bytes(&self) -> usize {
+        self.cache_bytes
+    }
+
+    pub fn set_hard_state(&mut self, hs: HardState) {
+        self.state.hard_state = hs;
+    }
+
+    pub fn set_conf_state(&mut self, cs: ConfState, index: u64) {
+        self.state.conf_state = cs;
+        self.state.conf_index = index;
+    }
+
+    pub fn write_state(&self, wb: &mut WriteBatch) {
+        wb.put(keys::state_key(self.shard), self.state.encode());
+    }
+
+    /// Stages `entries` (from a Ready) and makes them visible; entries at or
+    /// below the current last index replace the conflicting suffix.
+    pub fn append(&mut self, entries: &[Entry], wb: &mut WriteBatch) -> Result<()> {
+        let Some(first) = entries.first() else {
+            return Ok(());
+        };
+        let last = entries.last().expect("non-empty");
+        if first.index <= self.state.truncated_index {
+            return Err(WalError::Corrupt(format!(
+                "shard {}: append at {} overwrites compacted log (truncated {})",
+                self.shard, first.index, self.state.truncated_index
+            )));
+        }
+        if first.index > self.last_index + 1 {
+            return Err(WalError::Corrupt(format!(
+                "shard {}: append at {} leaves a gap after {}",
+                self.shard, first.index, self.last_index
+            )));
+        }
+        // Drop the conflicting suffix from the cache and from RocksDB.
+        while let Some(back) = self.cache.back() {
+            if back.index >= first.index {
+                self.cache_bytes -= entry_bytes(back);
+                self.cache.pop_back();
+            } else {
+                break;
+            }
+        }
+        if last.index < self.last_index {
+            wb.delete_range(
+                keys::log_key(self.shard, last.index + 1),
+                keys::log_key(self.shard, self.last_index + 1),
+            );
+        }
+        // A cache that no longer ends right before `first` is useless.
+        if self
+            .cache
+            .back()
+            .is_some_and(|b| b.index + 1 != first.index)
+        {
+            self.cache.clear();
+            self.cache_bytes = 0;
+        }
+        for e in entries {
+            wb.put(keys::log_key(self.shard, e.index), keys::encode_entry(e));
+            self.cache_bytes += entry_bytes(e);
+            self.cache.push_back(e.clone());
+        }
+        self.last_index = last.index;
+        self.last_term = last.term;
+        Ok(())
+    }
+
+    /// Replaces the whole log by a received snapshot's position.
+    pub fn apply_snapshot(&mut self, meta: &SnapshotMetadata, wb: &mut WriteBatch) {
+        wb.delete_range(
+            keys::log_key(self.shard, 0),
+            keys::log_key(self.shard, u64::MAX),
+        );
+        wb.delete(keys::log_key(self.shard, u64::MAX));
+        self.cache.clear();
+        self.cache_bytes = 0;
+        self.state.truncated_index = meta.index;
+        self.state.truncated_term = meta.term;
+        self.state.conf_state = meta.get_conf_state().clone();
+        self.state.conf_index = meta.index;
+        if self.state.hard_state.commit < meta.index {
+            self.state.hard_state.commit = meta.index;
+        }
+        if self.state.hard_state.term < meta.term {
+            self.state.hard_state.term = meta.term;
+        }
+        self.last_index = meta.index;
+        self.last_term = meta.term;
+    }
+
+    /// Removes entries up to and including `index` (which must be at most
+    /// the last index); the caller persists the state afterwards.
+    pub fn compact_to(&mut self, index: u64, wb: &mut WriteBatch) -> Result<()> {
+        if index <= self.state.truncated_index {
+            return Ok(());
+        }
+        let index = index.min(self.last_index);
+        let term = self.term_of(index)?;
+        wb.delete_range(
+            keys::log_key(self.shard, self.state.truncated_index),
+            keys::log_key(self.shard, index + 1),
+        );
+        self.state.truncated_index = index;
+        self.state.truncated_term = term;
+        while let Some(front) = self.cache.front() {
+            if front.index <= index {
+                self.cache_bytes -= entry_bytes(front);
+                self.cache.pop_front();
+            } else {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops cached entries that are applied while the cache is over
+    /// `limit` bytes; they stay readable from RocksDB.
+    pub fn evict_cache(&mut self, applied: u64, limit: usize) {
+        while self.cache_bytes > limit {
+            match self.cache.front() {
+                Some(front) if front.index <= applied => {
+                    self.cache_bytes -= entry_bytes(front);
+                    self.cache.pop_front();
+                }
+                _ => break,
+            }
+        }
+    }
+
+    fn cache_first(&self) -> u64 {
+        self.cache.front().map_or(self.last_index + 1, |e| e.index)
+    }
+
+    fn term_of(&self, idx: u64) -> Result<u64> {
+        if idx == self.state.truncated_index {
+            return Ok(self.state.truncated_term);
+        }
+        if idx == self.last_index {
+            return Ok(self.last_term);
+        }
+        let first = self.cache_first();
+        if idx >= first && idx <= self.last_index {
+            return Ok(self.cache[(idx - first) as usize].term);
+        }
+        let ents = self.read_db(idx, idx + 1)?;
+        ents.first().map(|e| e.term).ok_or_else(|| {
+            WalError::Corrupt(format!("shard {}: log entry {idx} missing", self.shard))
+        })
+    }
+
+    /// Reads `[low, high)` from RocksDB.
+    fn read_db(&self, low: u64, high: u64) -> Result<Vec<Entry>> {
+        let mut out = Vec::with_capacity((high - low) as usize);
+        let start = keys::log_key(self.shard, low);
+        for kv in self
+            .db
+            .iterator(IteratorMode::From(&start, Direction::Forward))
+        {
+            let (k, v) = kv?;
+            let Some((sh, idx)) = keys::parse_log_key(&k) else {
+                break;
+            };
+            if sh != self.shard || idx >= high {
+                break;
+            }
+            if idx != low + out.len() as u64 {
+                return Err(WalError::Corrupt(format!(
+                    "shard {}: log hole at {}",
+                    self.shard,
+                    low + out.len() as u64
+                )));
+            }
+            out.push(keys::decode_entry(idx, Bytes::from(v.into_vec()))?);
+        }
+        if out.len() as u64 != high - low {
+            return Err(WalError::Corrupt(format!(
+                "shard {}: log entries [{low}, {high}) missing",
+                self.shard
+            )));
+        }
+        Ok(out)
+    }
+
+    fn storage_err(&self, e: WalError) -> raft::Error {
+        // raft-rs treats most storage errors as fatal; say which shard.
+        tracing::error!(shard = self.shard, error = %e, "WAL storage read failed");
+        raft::Error::Store(StorageError::Other(Box::new(e)))
+    }
+}
+
+impl raft::Storage for ShardStorage {
+    fn initial_state(&self) -> raft::Result<RaftState> {
+        Ok(RaftState::new(
+            self.state.hard_state.clone(),
+            self.state.conf_state.clone(),
+        ))
+    }
+
+    fn entries(
+        &self,
+        low: u64,
+        high: u64,
+        max_size: impl Into<Option<u64>>,
+        _context: GetEntriesContext,
+    ) -> raft::Result<Vec<Entry>> {
+        let max_size = max_size.into();
+        if low <= self.state.truncated_index {
+            return Err(raft::Error::Store(StorageError::Compacted));
+        }
+        if high > self.last_index + 1 {
+            return Err(raft::Error::Store(StorageError::Unavailable));
+        }
+        let cache_first = self.cache_first();
+        let mut out = if low < cache_first {
+            self.read_db(low, high.min(cache_first))
+                .map_err(|e| self.storage_err(e))?
+        } else {
+            Vec::new()
+        };
+        if high > cache_first {
+            let from = low.max(cache_first);
+            let a = (from - cache_first) as usize;
+            let b = (high - cache_first) as usize;
+            out.extend(self.cache.range(a..b).cloned());
+        }
+        raft::util::limit_size(&mut out, max_size);
+        Ok(out)
+    }
+
+    fn term(&self, idx: u64) -> raft::Result<u64> {
+        if idx < self.state.truncated_index {
+            return Err(raft::Error::Store(StorageError::Compacted));
+        }
+        if idx > self.last_index {
+            return Err(raft::Error::Store(StorageError::Unavailable));
+        }
+        self.term_of(idx).map_err(|e| self.storage_err(e))
+    }
+
+    fn first_index(&self) -> raft::Result<u64> {
+        Ok(self.state.truncated_index + 1)
+    }
+
+    fn last_index(&self) -> raft::Result<u64> {
+        Ok(self.last_index)
+    }
+
+    fn snapshot(&self, request_index: u64, _to: u64) -> raft::Result<Snapshot> {
+        let mut slot = self.snap.lock();
+        if let Some(g) = slot.ready.take() {
+            let usable = g.index >= request_index
+                && g.index >= self.state.truncated_index
+                && g.index <= self.last_index;
+            if usable {
+                if let Ok(term) = self.term_of(g.index) {
+                    let mut snap = Snapshot::default();
+                    snap.data = g.data;
+                    let meta = snap.mut_metadata();
+                    meta.index = g.index;
+                    meta.term = term;
+                    meta.set_conf_state(g.conf_state);
+                    return Ok(snap);
+                }
+            }
+            // Stale (the log moved past it): build a new one.
+        }
+        if !slot.generating {
+            slot.generating = true;
+            if self
+                .apply_tx
+                .send(ApplyMsg::GenSnapshot { shard: self.shard })
+                .is_err()
+            {
+                slot.generating = false;
+            }
+        }
+        Err(raft::Error::Store(
+            StorageError::SnapshotTemporarilyUnavailable,
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use raft::Storage;
+    use rocksdb::{Options, WriteOptions};
+
+    fn entry(index: u64, term: u64, payload: &[u8]) -> Entry {
+        let mut e = Entry::default();
+        e.index = index;
+        e.term = term;
+        e.data = Bytes::copy_from_slice(payload);
+        e
+    }
+
+    fn open_db(dir: &std::path::Path) -> Arc<DB> {
+        let mut o = Options::default();
+        o.create_if_missing(true);
+        Arc::new(DB::open(&o, dir).unwrap())
+    }
+
+    fn write(db: &DB, wb: WriteBatch) {
+        let mut wo = WriteOptions::default();
+        wo.set_sync(true);
+        db.write_opt(wb, &wo).unwrap();
+    }
+
+    fn new_storage(db: &Arc<DB>, shard: ShardId) -> ShardStorage {
+        let (tx, _rx) = crossbeam_channel::unbounded();
+        let mut cs = ConfState::default();
+        cs.voters = vec![1];
+        ShardStorage::create(db.clone(), shard, cs, Default::default(), tx)
+    }
+
+    #[test]
+    fn append_conflict_compact_and_reload() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open_db(dir.path());
+        let mut s = new_storage(&db, 7);
+        let mut other = new_storage(&db, 8);
+        let mut wb = WriteBatch::default();
+        let ents: Vec<_> = (1..=10).map(|i| entry(i, 1, &[i as u8; 3])).collect();
+        s.append(&ents, &mut wb).unwrap();
+        other.append(&ents[..3], &mut wb).unwrap();
+        s.write_state(&mut wb);
+        other.write_state(&mut wb);
+        write(&db, wb);
+        assert_eq!(s.last_index().unwrap(), 10);
+        assert_eq!(s.entries(2, 5, None, GetEntriesContext::empty(false)).unwrap(), ents[1..4].to_vec());
+
+        // A new leader overwrites 8..10 with a shorter suffix at term 2.
+        let mut wb = WriteBatch::default();
+        s.append(&[entry(8, 2, b"x")], &mut wb).unwrap();
+        write(&db, wb);
+        assert_eq!(s.last_index().unwrap(), 8);
+        assert_eq!(s.term(8).unwrap(), 2);
+        assert_eq!(s.term(7).unwrap(), 1);
+
+        // Evicting the whole cache forces reads from RocksDB.
+        s.evict_cache(8, 0);
+        assert_eq!(s.cache_bytes(), 0);
+        let got = s.entries(1, 9, None, GetEntriesContext::empty(false)).unwrap();
+        assert_eq!(got.len(), 8);
+        assert_eq!(got[7].data.as_ref(), b"x");
+        assert_eq!(s.term(3).unwrap(), 1);
+
+        let mut wb = WriteBatch::default();
+        s.compact_to(5, &mut wb).unwrap();
+        s.write_state(&mut wb);
+        write(&db, wb);
+        assert_eq!(s.first_index().unwrap(), 6);
+        assert_eq!(s.term(5).unwrap(), 1);
+        assert!(matches!(
+            s.entries(5, 7, None, GetEntriesContext::empty(false)),
+            Err(raft::Error::Store(StorageError::Compacted))
+        ));
+        assert!(matches!(s.term(4), Err(raft::Error::Store(StorageError::Compacted))));
+        // Keys 1..=5 are gone from RocksDB; the neighbour shard is untouched.
+        assert!(db.get(keys::log_key(7, 5)).unwrap().is_none());
+        assert!(db.get(keys::log_key(7, 6)).unwrap().is_some());
+        assert!(db.get(keys::log_key(8, 1)).unwrap().is_some());
+
+        // Reload from RocksDB.
+        let state = LocalState::decode(7, &db.get(keys::state_key(7)).unwrap().unwrap()).unwrap();
+        let (tx, _rx) = crossbeam_channel::unbounded();
+        let r = ShardStorage::load(db.clone(), 7, state, Default::default(), tx).unwrap();
+        assert_eq!(r.first_index().unwrap(), 6);
+        assert_eq!(r.last_index().unwrap(), 8);
+        assert_eq!(r.term(8).unwrap(), 2);
+        assert_eq!(
+            r.entries(6, 9, None, GetEntriesContext::empty(false)).unwrap(),
+            s.entries(6, 9, None, GetEntriesContext::empty(false)).unwrap()
+        );
+        assert_eq!(r.initial_state().unwrap().conf_state.voters, vec![1]);
+    }
+
+    #[test]
+    fn snapshot_is_requested_then_served() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open_db(dir.path());
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let slot: Arc<Mutex<SnapSlot>> = Default::default();
+        let mut s = ShardStorage::create(db.clone(), 3, ConfState::default(), slot.clone(), tx);
+        let mut wb = WriteBatch::default();
+        s.append(&(1..=4).map(|i| entry(i, 2, b"p")).collect::<Vec<_>>(), &mut wb)
+            .unwrap();
+        write(&db, wb);
+        assert!(matches!(
+            s.snapshot(0, 2),
+            Err(raft::Error::Store(StorageError::SnapshotTemporarilyUnavailable))
+        ));
+        assert!(matches!(rx.try_recv(), Ok(ApplyMsg::GenSnapshot { shard: 3 })));
+        // A second request while generating does not queue another build.
+        assert!(s.snapshot(0, 2).is_err());
+        assert!(rx.try_recv().is_err());
+        let mut cs = ConfState::default();
+        cs.voters = vec![1, 2];
+        {
+            let mut g = slot.lock();
+            g.generating = false;
+            g.ready = Some(GeneratedSnapshot {
+                index: 3,
+                conf_state: cs.clone(),
+                data: Bytes::from_static(b"state"),
+            });
+        }
+        let snap = s.snapshot(0, 2).unwrap();
+        assert_eq!(snap.get_metadata().index, 3);
+        assert_eq!(snap.get_metadata().term, 2);
+        assert_eq!(snap.get_metadata().get_conf_state(), &cs);
+        assert_eq!(snap.data.as_ref(), b"state");
+    }
+}
