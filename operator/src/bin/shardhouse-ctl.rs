@@ -1,0 +1,129 @@
+//! shardhouse-ctl: inspect and rebalance a Shardhouse cluster directly
+//! through etcd and the nodes' Admin API (no Kubernetes needed), using the
+//! same planner as the operator.
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use shardhouse_operator::planner;
+use shardhouse_operator::rebalance::{ClusterMeta, Executor};
+use shardhouse_operator::status;
+use std::io::Write;
+
+#[derive(Parser, Debug)]
+#[command(version, about = "Inspect and rebalance a Shardhouse cluster")]
+struct Options {
+    /// etcd client URLs, comma separated.
+    #[arg(long, env = "SHARDHOUSE_ETCD", default_value = "http://127.0.0.1:2379", value_delimiter = ',')]
+    etcd: Vec<String>,
+    /// Cluster name (the `/shardhouse/<cluster>/` prefix).
+    #[arg(long, env = "SHARDHOUSE_CLUSTER", default_value = "local")]
+    cluster: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Shard map epoch, nodes, per-node replica and leader counts, health.
+    Status {
+        /// Print the status as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Plan (and unless --dry-run, run) the moves that balance the shards
+    /// over the given nodes (default: every registered node).
+    Rebalance {
+        /// Node ids that should hold replicas; replicas on others are drained.
+        #[arg(long, value_delimiter = ',')]
+        nodes: Vec<u64>,
+        /// Print the plan only.
+        #[arg(long)]
+        dry_run: bool,
+        /// Seconds to wait for one learner to catch up.
+        #[arg(long, default_value_t = 300)]
+        catch_up_timeout: u64,
+    },
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let opts = Options::parse();
+    let mut meta = ClusterMeta::connect(&opts.etcd, &opts.cluster).await?;
+    let mut out = std::io::stdout().lock();
+    match opts.command {
+        Command::Status { json } => {
+            let (map, _) = meta
+                .shard_map()
+                .await?
+                .with_context(|| format!("no shard map for cluster {:?}", opts.cluster))?;
+            let live = meta.live_nodes().await?;
+            let live_ids = live.keys().copied().collect();
+            let healthy = status::healthy_shards(&map, &live_ids);
+            let counts = planner::counts(&map);
+            if json {
+                let v = serde_json::json!({
+                    "cluster": opts.cluster,
+                    "epoch": map.epoch,
+                    "shardCount": map.shard_count,
+                    "replicationFactor": map.replication_factor,
+                    "healthyShards": healthy,
+                    "liveNodes": live.keys().collect::<Vec<_>>(),
+                    "nodes": counts.iter().map(|(id, (s, l))| serde_json::json!({
+                        "nodeId": id, "shards": s, "leaders": l, "live": live.contains_key(id),
+                        "grpcAddr": live.get(id).or(map.nodes.get(id)).map(|n| n.grpc_addr.clone()),
+                    })).collect::<Vec<_>>(),
+                });
+                writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
+            } else {
+                writeln!(
+                    out,
+                    "cluster {} epoch {} shards {} rf {} healthy {healthy}/{}",
+                    opts.cluster, map.epoch, map.shard_count, map.replication_factor, map.shard_count
+                )?;
+                writeln!(out, "{:>6} {:>6} {:>8} {:>5}  addr", "node", "shards", "leaders", "live")?;
+                for (id, (s, l)) in &counts {
+                    let addr = live.get(id).or(map.nodes.get(id)).map_or("-", |n| n.grpc_addr.as_str());
+                    writeln!(out, "{id:>6} {s:>6} {l:>8} {:>5}  {addr}", live.contains_key(id))?;
+                }
+            }
+        }
+        Command::Rebalance {
+            nodes,
+            dry_run,
+            catch_up_timeout,
+        } => {
+            let (map, _) = meta
+                .shard_map()
+                .await?
+                .with_context(|| format!("no shard map for cluster {:?}", opts.cluster))?;
+            let nodes = if nodes.is_empty() {
+                meta.live_nodes().await?.keys().copied().collect()
+            } else {
+                nodes
+            };
+            let moves = planner::plan(&map, &nodes)?;
+            writeln!(out, "{} moves over nodes {nodes:?}", moves.len())?;
+            for (i, mv) in moves.iter().enumerate() {
+                writeln!(out, "{:>4} {}", i + 1, serde_json::to_string(mv)?)?;
+            }
+            if dry_run || moves.is_empty() {
+                return Ok(());
+            }
+            let mut exec = Executor::new(meta);
+            exec.catch_up_timeout = std::time::Duration::from_secs(catch_up_timeout);
+            for (i, mv) in moves.iter().enumerate() {
+                exec.execute(mv)
+                    .await
+                    .with_context(|| format!("move {} of {}: {mv:?}", i + 1, moves.len()))?;
+                writeln!(out, "done {}/{}", i + 1, moves.len())?;
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,355 @@
+//! The `ShardhouseCluster` custom resource (`shardhouse.dev/v1alpha1`, `shc`).
+//!
+//! The YAML in `manifests/crds/` is generated from these types by `crdgen`; a
+//! test fails when the committed file differs. Validation that the API server
+//! must enforce (odd replication factor, RF <= nodes, immutable shard count)
+//! is expressed as CEL rules so `kubectl apply` rejects bad specs before the
+//! operator ever sees them.
+
+use kube::{CustomResource, KubeSchema};
+use serde::{Deserialize, Serialize};
+
+/// Group, version and names, shared with RBAC and the chart.
+pub const GROUP: &str = "shardhouse.dev";
+pub const VERSION: &str = "v1alpha1";
+pub const PLURAL: &str = "shardhouseclusters";
+
+/// Desired state of a Shardhouse cluster.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "shardhouse.dev",
+    version = "v1alpha1",
+    kind = "ShardhouseCluster",
+    namespaced,
+    shortname = "shc",
+    status = "ShardhouseClusterStatus",
+    doc = "A sharded, Raft-replicated time-series ingest cluster (routers, nodes, etcd).",
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(
+        name = "Nodes",
+        type_ = "string",
+        description = "node pods ready/desired",
+        json_path = ".status.nodesReady"
+    ),
+    printcolumn(
+        name = "Shards",
+        type_ = "string",
+        description = "shards with a quorum of replicas healthy/total",
+        json_path = ".status.shardsHealthy"
+    ),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[x_kube(
+    validation = Rule::new("self.replicationFactor % 2 == 1").message("replicationFactor must be odd (1, 3, 5): Raft needs a strict majority"),
+    validation = Rule::new("self.replicationFactor <= self.nodes.replicas").message("replicationFactor must not exceed nodes.replicas: each replica of a shard lives on a different node"),
+    validation = Rule::new("!has(self.autoscaling) || !has(self.autoscaling.enabled) || !self.autoscaling.enabled || self.autoscaling.minNodes >= self.replicationFactor").message("autoscaling.minNodes must be >= replicationFactor")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ShardhouseClusterSpec {
+    /// Container images for routers and nodes.
+    #[serde(default)]
+    pub image: ImageSpec,
+    /// Node processes (Raft WAL + embedded engine).
+    pub nodes: NodeSpec,
+    /// Stateless ingest routers.
+    #[serde(default)]
+    pub routers: RouterSpec,
+    /// Number of shards series hash into. Fixed for the life of the cluster:
+    /// it is part of every series' placement.
+    #[x_kube(validation = Rule::new("self == oldSelf").message("shardCount is immutable: series are placed by jump_hash(series_id, shardCount)"))]
+    #[schemars(range(min = 1, max = 4096))]
+    pub shard_count: u32,
+    /// Replicas per shard (odd, <= nodes.replicas).
+    #[serde(default = "default_rf")]
+    #[schemars(range(min = 1, max = 7))]
+    pub replication_factor: u32,
+    /// Metadata store: managed by the operator, or external endpoints.
+    #[serde(default)]
+    pub etcd: EtcdSpec,
+    /// Name of a Secret whose key `tokens` holds the router's accepted tokens,
+    /// one per line. Auth is off when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth_secret: Option<String>,
+    /// Scale node processes with the observed ingest rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscaling: Option<AutoscalingSpec>,
+}
+
+fn default_rf() -> u32 {
+    3
+}
+
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ImageSpec {
+    /// Registry and path prefix; images are `<registry>/shardhouse-node:<tag>`
+    /// and `<registry>/shardhouse-router:<tag>`.
+    #[serde(default = "default_registry")]
+    pub registry: String,
+    #[serde(default = "default_tag")]
+    pub tag: String,
+    #[serde(default = "default_pull_policy")]
+    #[schemars(regex(pattern = "^(Always|IfNotPresent|Never)$"))]
+    pub pull_policy: String,
+}
+
+pub const DEFAULT_REGISTRY: &str = "ghcr.io/shardhouse";
+pub const DEFAULT_TAG: &str = "0.1.0";
+
+fn default_registry() -> String {
+    DEFAULT_REGISTRY.into()
+}
+fn default_tag() -> String {
+    DEFAULT_TAG.into()
+}
+fn default_pull_policy() -> String {
+    "IfNotPresent".into()
+}
+
+impl Default for ImageSpec {
+    fn default() -> Self {
+        ImageSpec {
+            registry: default_registry(),
+            tag: default_tag(),
+            pull_policy: default_pull_policy(),
+        }
+    }
+}
+
+impl ImageSpec {
+    pub fn node(&self) -> String {
+        format!("{}/shardhouse-node:{}", self.registry, self.tag)
+    }
+    pub fn router(&self) -> String {
+        format!("{}/shardhouse-router:{}", self.registry, self.tag)
+    }
+}
+
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeSpec {
+    /// Node processes (pods). Raising it moves shard replicas onto the new
+    /// nodes; lowering it drains the highest-numbered nodes first.
+    #[schemars(range(min = 1, max = 256))]
+    pub replicas: i32,
+    /// Cores per process; sizes the chDB connection pool and the CPU request.
+    #[serde(default = "default_cores")]
+    #[schemars(range(min = 1, max = 256))]
+    pub cores: u32,
+    /// Memory per process (a Kubernetes quantity, e.g. `8Gi`).
+    #[serde(default = "default_node_memory")]
+    pub memory: String,
+    #[serde(default)]
+    pub storage: StorageSpec,
+}
+
+fn default_cores() -> u32 {
+    2
+}
+fn default_node_memory() -> String {
+    "4Gi".into()
+}
+
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct StorageSpec {
+    /// Size of each node's volume (Raft log + engine data).
+    #[serde(default = "default_storage_size")]
+    pub size: String,
+    /// StorageClass; the cluster default when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_class_name: Option<String>,
+}
+
+fn default_storage_size() -> String {
+    "20Gi".into()
+}
+
+impl Default for StorageSpec {
+    fn default() -> Self {
+        StorageSpec {
+            size: default_storage_size(),
+            storage_class_name: None,
+        }
+    }
+}
+
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RouterSpec {
+    #[serde(default = "default_router_replicas")]
+    #[schemars(range(min = 0, max = 256))]
+    pub replicas: i32,
+    #[serde(default = "default_cores")]
+    #[schemars(range(min = 1, max = 256))]
+    pub cores: u32,
+    #[serde(default = "default_router_memory")]
+    pub memory: String,
+}
+
+fn default_router_replicas() -> i32 {
+    2
+}
+fn default_router_memory() -> String {
+    "1Gi".into()
+}
+
+impl Default for RouterSpec {
+    fn default() -> Self {
+        RouterSpec {
+            replicas: default_router_replicas(),
+            cores: default_cores(),
+            memory: default_router_memory(),
+        }
+    }
+}
+
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("size(self.endpoints) > 0 || self.replicas % 2 == 1").message("etcd.replicas must be odd"))]
+pub struct EtcdSpec {
+    /// External etcd client URLs. When empty the operator runs its own etcd.
+    #[serde(default)]
+    pub endpoints: Vec<String>,
+    /// Managed etcd members (1, 3 or 5).
+    #[serde(default = "default_etcd_replicas")]
+    #[schemars(range(min = 1, max = 5))]
+    pub replicas: i32,
+    #[serde(default = "default_etcd_image")]
+    pub image: String,
+    #[serde(default = "default_etcd_storage")]
+    pub storage_size: String,
+}
+
+fn default_etcd_replicas() -> i32 {
+    1
+}
+fn default_etcd_image() -> String {
+    "quay.io/coreos/etcd:v3.5.17".into()
+}
+fn default_etcd_storage() -> String {
+    "2Gi".into()
+}
+
+impl Default for EtcdSpec {
+    fn default() -> Self {
+        EtcdSpec {
+            endpoints: vec![],
+            replicas: default_etcd_replicas(),
+            image: default_etcd_image(),
+            storage_size: default_etcd_storage(),
+        }
+    }
+}
+
+impl EtcdSpec {
+    pub fn is_managed(&self) -> bool {
+        self.endpoints.is_empty()
+    }
+}
+
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("self.minNodes <= self.maxNodes").message("autoscaling.minNodes must be <= maxNodes"))]
+pub struct AutoscalingSpec {
+    #[serde(default)]
+    pub enabled: bool,
+    #[schemars(range(min = 1, max = 256))]
+    pub min_nodes: i32,
+    #[schemars(range(min = 1, max = 256))]
+    pub max_nodes: i32,
+    /// Ingest rate one node core should carry; the cluster gets
+    /// `ceil(rate / (target * cores))` nodes.
+    #[schemars(range(min = 1))]
+    pub target_points_per_second_per_core: u64,
+    /// Seconds between scale-downs, so a dip does not shuffle shards.
+    #[serde(default = "default_cooldown")]
+    pub scale_down_cooldown_seconds: u64,
+}
+
+fn default_cooldown() -> u64 {
+    600
+}
+
+/// Observed state, written by the operator with server-side apply.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ShardhouseClusterStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    #[serde(default)]
+    pub phase: Phase,
+    #[serde(default)]
+    pub conditions: Vec<ClusterCondition>,
+    /// `ready/desired` node pods, for `kubectl get shc`.
+    #[serde(default)]
+    pub nodes_ready: String,
+    /// `healthy/total` shards, for `kubectl get shc`.
+    #[serde(default)]
+    pub shards_healthy: String,
+    #[serde(default)]
+    pub ready_nodes: i32,
+    #[serde(default)]
+    pub desired_nodes: i32,
+    /// Shard and leader counts per node, from the shard map.
+    #[serde(default)]
+    pub node_shards: Vec<NodeShardCount>,
+    /// Node image the StatefulSet currently rolls towards.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_image: Option<String>,
+    /// Pending rebalance moves, when one is in flight.
+    #[serde(default)]
+    pub pending_moves: u32,
+}
+
+#[derive(schemars::JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub enum Phase {
+    #[default]
+    Pending,
+    Provisioning,
+    Running,
+    Scaling,
+    Upgrading,
+    Degraded,
+    Deleting,
+}
+
+/// A status condition in the usual Kubernetes shape.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterCondition {
+    /// Ready, Progressing, Degraded or Rebalancing.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// True, False or Unknown.
+    pub status: String,
+    pub reason: String,
+    pub message: String,
+    /// RFC 3339; changes only when `status` changes.
+    pub last_transition_time: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeShardCount {
+    pub node_id: u64,
+    pub shards: u32,
+    pub leaders: u32,
+}
+
+impl ShardhouseCluster {
+    /// The etcd client URLs nodes and routers use.
+    pub fn etcd_endpoints(&self) -> Vec<String> {
+        if self.spec.etcd.is_managed() {
+            let ns = kube::ResourceExt::namespace(self).unwrap_or_else(|| "default".into());
+            vec![format!(
+                "http://{}-etcd.{ns}.svc:2379",
+                kube::ResourceExt::name_any(self)
+            )]
+        } else {
+            self.spec.etcd.endpoints.clone()
+        }
+    }
+}

@@ -1,0 +1,250 @@
+//! Status computation: a pure function from what the reconciler observed to
+//! the `ShardhouseCluster` status (phase, conditions, per-node counts).
+
+use crate::crd::{ClusterCondition, NodeShardCount, Phase, ShardhouseClusterStatus};
+use crate::planner;
+use shardhouse_common::shard_map::ShardMap;
+use std::collections::BTreeSet;
+
+/// What one reconcile saw.
+#[derive(Debug, Clone, Default)]
+pub struct Observed {
+    pub generation: Option<i64>,
+    pub desired_nodes: i32,
+    pub ready_nodes: i32,
+    /// The shard map, when etcd answered and a map exists.
+    pub shard_map: Option<ShardMap>,
+    /// Node ids registered (alive) in etcd.
+    pub live_nodes: BTreeSet<u64>,
+    /// etcd could not be read.
+    pub etcd_error: Option<String>,
+    pub pending_moves: u32,
+    /// A rolling upgrade is in progress (reason text when waiting).
+    pub upgrading: Option<String>,
+    pub node_image: Option<String>,
+}
+
+/// Shards whose live voters form a quorum.
+pub fn healthy_shards(map: &ShardMap, live: &BTreeSet<u64>) -> u32 {
+    map.shards
+        .iter()
+        .filter(|p| {
+            let live_voters = p.replicas.iter().filter(|r| live.contains(r)).count();
+            !p.replicas.is_empty() && live_voters > p.replicas.len() / 2
+        })
+        .count() as u32
+}
+
+pub fn compute(
+    obs: &Observed,
+    shard_count: u32,
+    previous: Option<&ShardhouseClusterStatus>,
+    now: &str,
+) -> ShardhouseClusterStatus {
+    let healthy = obs
+        .shard_map
+        .as_ref()
+        .map_or(0, |m| healthy_shards(m, &obs.live_nodes));
+    let all_healthy = obs.shard_map.is_some() && healthy == shard_count;
+    let nodes_ok = obs.ready_nodes == obs.desired_nodes;
+    let rebalancing = obs.pending_moves > 0;
+    let degraded_reason = if let Some(e) = &obs.etcd_error {
+        Some(("EtcdUnreachable", format!("cannot read the shard map: {e}")))
+    } else if obs.shard_map.is_some() && !all_healthy {
+        Some((
+            "ShardsWithoutQuorum",
+            format!("{} of {shard_count} shards lack a live quorum", shard_count - healthy),
+        ))
+    } else {
+        None
+    };
+
+    let phase = if obs.ready_nodes == 0 || obs.shard_map.is_none() && obs.etcd_error.is_none() {
+        Phase::Provisioning
+    } else if obs.upgrading.is_some() {
+        Phase::Upgrading
+    } else if rebalancing || !nodes_ok {
+        Phase::Scaling
+    } else if degraded_reason.is_some() {
+        Phase::Degraded
+    } else {
+        Phase::Running
+    };
+
+    let prev = previous.map(|s| s.conditions.as_slice()).unwrap_or(&[]);
+    let cond = |type_: &str, on: bool, reason: &str, message: String| {
+        let status = if on { "True" } else { "False" };
+        // The transition time moves only when the status flips.
+        let last = prev
+            .iter()
+            .find(|c| c.type_ == type_ && c.status == status)
+            .map_or_else(|| now.to_string(), |c| c.last_transition_time.clone());
+        ClusterCondition {
+            type_: type_.into(),
+            status: status.into(),
+            reason: reason.into(),
+            message,
+            last_transition_time: last,
+            observed_generation: obs.generation,
+        }
+    };
+
+    let ready = phase == Phase::Running;
+    let progressing = matches!(
+        phase,
+        Phase::Provisioning | Phase::Scaling | Phase::Upgrading
+    );
+    let conditions = vec![
+        cond(
+            "Ready",
+            ready,
+            if ready { "AllShardsHealthy" } else { "NotReady" },
+            format!(
+                "{}/{} nodes ready, {healthy}/{shard_count} shards healthy",
+                obs.ready_nodes, obs.desired_nodes
+            ),
+        ),
+        cond(
+            "Progressing",
+            progressing,
+            match phase {
+                Phase::Provisioning => "Provisioning",
+                Phase::Scaling => "Scaling",
+                Phase::Upgrading => "RollingUpgrade",
+                _ => "Stable",
+            },
+            obs.upgrading.clone().unwrap_or_default(),
+        ),
+        match &degraded_reason {
+            Some((reason, msg)) => cond("Degraded", true, reason, msg.clone()),
+            None => cond("Degraded", false, "Healthy", String::new()),
+        },
+        cond(
+            "Rebalancing",
+            rebalancing,
+            if rebalancing { "MovesPending" } else { "Balanced" },
+            if rebalancing {
+                format!("{} shard moves pending", obs.pending_moves)
+            } else {
+                String::new()
+            },
+        ),
+    ];
+
+    let node_shards = obs.shard_map.as_ref().map_or_else(Vec::new, |m| {
+        planner::counts(m)
+            .into_iter()
+            .map(|(node_id, (shards, leaders))| NodeShardCount {
+                node_id,
+                shards,
+                leaders,
+            })
+            .collect()
+    });
+
+    ShardhouseClusterStatus {
+        observed_generation: obs.generation,
+        phase,
+        conditions,
+        nodes_ready: format!("{}/{}", obs.ready_nodes, obs.desired_nodes),
+        shards_healthy: format!("{healthy}/{shard_count}"),
+        ready_nodes: obs.ready_nodes,
+        desired_nodes: obs.desired_nodes,
+        node_shards,
+        node_image: obs.node_image.clone(),
+        pending_moves: obs.pending_moves,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shardhouse_common::shard_map::NodeInfo;
+
+    fn map(n: u64) -> ShardMap {
+        ShardMap::initial(
+            8,
+            3,
+            (1..=n)
+                .map(|id| NodeInfo {
+                    node_id: id,
+                    grpc_addr: String::new(),
+                    http_addr: String::new(),
+                    cores: 1,
+                })
+                .collect(),
+        )
+    }
+
+    fn obs(ready: i32, live: &[u64]) -> Observed {
+        Observed {
+            generation: Some(4),
+            desired_nodes: 3,
+            ready_nodes: ready,
+            shard_map: Some(map(3)),
+            live_nodes: live.iter().copied().collect(),
+            ..Default::default()
+        }
+    }
+
+    fn condition<'a>(s: &'a ShardhouseClusterStatus, t: &str) -> &'a ClusterCondition {
+        s.conditions.iter().find(|c| c.type_ == t).unwrap()
+    }
+
+    #[test]
+    fn healthy_cluster_is_running_and_ready() {
+        let s = compute(&obs(3, &[1, 2, 3]), 8, None, "t0");
+        assert_eq!(s.phase, Phase::Running);
+        assert_eq!(s.nodes_ready, "3/3");
+        assert_eq!(s.shards_healthy, "8/8");
+        assert_eq!(s.observed_generation, Some(4));
+        assert_eq!(condition(&s, "Ready").status, "True");
+        assert_eq!(condition(&s, "Degraded").status, "False");
+        assert_eq!(s.node_shards.len(), 3);
+        assert_eq!(s.node_shards.iter().map(|n| n.shards).sum::<u32>(), 24);
+        assert_eq!(s.node_shards.iter().map(|n| n.leaders).sum::<u32>(), 8);
+    }
+
+    #[test]
+    fn losing_quorum_degrades_and_one_node_down_does_not() {
+        let s = compute(&obs(3, &[1, 2]), 8, None, "t0");
+        assert_eq!(s.shards_healthy, "8/8", "2 of 3 replicas is a quorum");
+        let s = compute(&obs(3, &[1]), 8, None, "t0");
+        assert_eq!(s.phase, Phase::Degraded);
+        assert_eq!(s.shards_healthy, "0/8");
+        assert_eq!(condition(&s, "Degraded").reason, "ShardsWithoutQuorum");
+    }
+
+    #[test]
+    fn scaling_rebalancing_and_transition_times() {
+        let mut o = obs(3, &[1, 2, 3]);
+        o.desired_nodes = 4;
+        o.pending_moves = 5;
+        let s1 = compute(&o, 8, None, "t1");
+        assert_eq!(s1.phase, Phase::Scaling);
+        assert_eq!(condition(&s1, "Rebalancing").status, "True");
+        assert_eq!(condition(&s1, "Progressing").status, "True");
+        // Same state later: transition time is kept.
+        let s2 = compute(&o, 8, Some(&s1), "t2");
+        assert_eq!(condition(&s2, "Rebalancing").last_transition_time, "t1");
+        o.pending_moves = 0;
+        o.ready_nodes = 4;
+        let s3 = compute(&o, 8, Some(&s2), "t3");
+        assert_eq!(s3.phase, Phase::Running);
+        assert_eq!(condition(&s3, "Rebalancing").last_transition_time, "t3");
+    }
+
+    #[test]
+    fn no_pods_or_no_etcd() {
+        let mut o = obs(0, &[]);
+        o.shard_map = None;
+        let s = compute(&o, 8, None, "t");
+        assert_eq!(s.phase, Phase::Provisioning);
+        assert_eq!(s.shards_healthy, "0/8");
+        o.ready_nodes = 3;
+        o.etcd_error = Some("connection refused".into());
+        let s = compute(&o, 8, None, "t");
+        assert_eq!(condition(&s, "Degraded").reason, "EtcdUnreachable");
+        assert_eq!(s.phase, Phase::Degraded);
+    }
+}
