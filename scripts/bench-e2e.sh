@@ -43,7 +43,7 @@ ramp() { # NAME URL EXTRA_ARGS...
   shift 2
   "$LT" ramp --name "$name" --url "$url" --protocol "$PROTOCOL" --dataset "$DATASET" \
     --batch "$BATCH" --point-rates "$POINT_RATES" --step-secs "$STEP_SECS" \
-    --max-inflight "$MAX_INFLIGHT" --stop-below-pct 80 --json "$OUT/$name.json" \
+    --max-inflight "$MAX_INFLIGHT" --stop-below-pct 80 --warmup-secs "${WARMUP_SECS:-5}" --json "$OUT/$name.json" \
     --summary-key "$name" "$@" 2>"$OUT/$name.loadtest.log" | tee "$OUT/$name.md"
 }
 

@@ -119,7 +119,11 @@ log "steady load: $RATE req/s x $BATCH points into $MEAS, acks in $ACKS"
   --timeout-ms 5000 >"$SH_DATA/logs/ack-load.log" 2>&1 &
 LOAD_PID=$!
 
-acked_lines() { grep -vc '^#' "$ACKS" 2>/dev/null || echo 0; }
+acked_lines() {
+  local n
+  n=$(grep -vc '^#' "$ACKS" 2>/dev/null) || true
+  echo "${n:-0}"
+}
 # Each scenario must be followed by acknowledged writes again, or the
 # cluster did not recover (and "nothing lost" would mean little).
 expect_progress() {

@@ -7,7 +7,7 @@
 # Options (environment or make variables):
 #   NODES=3 RF=3 SHARDS=12 SHARDHOUSE_DATA=./.data/local
 #   SHARDHOUSE_ROUTER_HTTP_PORT=8086 SHARDHOUSE_ROUTER_GRPC_PORT=8087
-#   SHARDHOUSE_ETCD_PORT=2379 SHARDHOUSE_NODE_BASE_PORT=7100 (node k: base+2k, base+2k+1)
+#   SHARDHOUSE_ETCD_PORT=2379 SHARDHOUSE_LOCAL_NODE_PORT_BASE=7100 (node k: base+2k, base+2k+1)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib/cluster.sh

@@ -16,6 +16,9 @@
 
 SH_BIN=${SHARDHOUSE_BIN:-${CARGO_TARGET_DIR:-$HOME/.cache/shardhouse/target}/release}
 SH_CLUSTER_NAME=${SHARDHOUSE_CLUSTER:-local}
+# Nodes load the engine from here (the Makefile exports it; scripts run from
+# the repository root when called directly).
+export SHARDHOUSE_CHDB_DIR=${SHARDHOUSE_CHDB_DIR:-$PWD/.deps/chdb}
 SH_READY_TIMEOUT=${SHARDHOUSE_READY_TIMEOUT:-120}
 # cgroup v2 root used to tag node sockets for partition tests (chaos.sh).
 SH_CGROUP_ROOT=${SH_CGROUP_ROOT:-}
@@ -59,7 +62,7 @@ sh_cluster_init() {
   for ((k = 1; k <= SH_NODES; k++)); do
     if ! grep -q "^SH_NODE_${k}_GRPC_PORT=" "$ports"; then
       if [ "${SH_FIXED_PORTS:-0}" = 1 ]; then
-        local base=${SHARDHOUSE_NODE_BASE_PORT:-7100}
+        local base=${SHARDHOUSE_LOCAL_NODE_PORT_BASE:-7100}
         echo "SH_NODE_${k}_GRPC_PORT=$((base + 2 * k))" >>"$ports"
         echo "SH_NODE_${k}_HTTP_PORT=$((base + 2 * k + 1))" >>"$ports"
       else
@@ -175,6 +178,7 @@ sh_start_etcd() {
 sh_start_node() {
   local k=$1 init=${2:-}
   [ -x "$SH_BIN/shardhouse-node" ] || sh_die "$SH_BIN/shardhouse-node not built: run cargo build --release --workspace --bins (or make build)"
+  [ -d "$SHARDHOUSE_CHDB_DIR" ] || sh_die "chDB engine missing at $SHARDHOUSE_CHDB_DIR: run scripts/install-deps.sh (or set SHARDHOUSE_CHDB_DIR)"
   mkdir -p "$SH_DATA/node-$k"
   local cg=""
   if [ -n "$SH_CGROUP_ROOT" ]; then
@@ -185,7 +189,6 @@ sh_start_node() {
     --grpc-listen "127.0.0.1:$(sh_node_grpc_port "$k")"
     --http-listen "127.0.0.1:$(sh_node_http_port "$k")"
     --etcd-endpoints "$SH_ETCD_ENDPOINT" --cluster "$SH_CLUSTER_NAME")
-  [ -n "${SHARDHOUSE_NODE_CORES:-}" ] && args+=(--cores "$SHARDHOUSE_NODE_CORES")
   [ -n "$init" ] && args+=(--init-cluster "$init")
   sh_spawn "node-$k" "$cg" "$SH_BIN/shardhouse-node" "${args[@]}"
 }

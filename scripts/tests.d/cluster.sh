@@ -35,7 +35,7 @@ trap cleanup EXIT
 # Ports for this test only (make run's defaults may be in use).
 export SHARDHOUSE_ROUTER_HTTP_PORT=$(free_port) SHARDHOUSE_ROUTER_GRPC_PORT=$(free_port)
 export SHARDHOUSE_ETCD_PORT=$(free_port) SHARDHOUSE_ETCD_PEER_PORT=$(free_port)
-export SHARDHOUSE_NODE_BASE_PORT=$((20000 + RANDOM % 20000))
+export SHARDHOUSE_LOCAL_NODE_PORT_BASE=$((20000 + RANDOM % 20000))
 export SHARDHOUSE_DATA="$TMP/data" NODES=3 RF=3 SHARDS=4
 ROUTER="http://127.0.0.1:$SHARDHOUSE_ROUTER_HTTP_PORT"
 
