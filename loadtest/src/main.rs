@@ -190,6 +190,9 @@ struct RampArgs {
     /// Seconds of idle between steps so queues drain.
     #[arg(long, default_value_t = 2.0)]
     pause_secs: f64,
+    /// Unrecorded warm-up at the first rate (JIT, caches, table creation).
+    #[arg(long, default_value_t = 0.0)]
+    warmup_secs: f64,
     /// Print `<KEY>_sustainable_points_per_sec=<N>` as the last line.
     #[arg(long)]
     summary_key: Option<String>,
@@ -416,6 +419,22 @@ async fn ramp(a: RampArgs) -> Result<()> {
         a.max_inflight
     ));
     tracing::info!(name = %a.load.name, ?rates, "open-model ramp");
+    if a.warmup_secs > 0.0 {
+        let w = runner::open_step(
+            &target,
+            &pool,
+            rates[0],
+            Duration::from_secs_f64(a.warmup_secs),
+            a.max_inflight,
+            &ResourceSpec::default(),
+        )
+        .await;
+        rep.notes.push(format!(
+            "{} s warm-up at {:.1} req/s not recorded ({} acked)",
+            a.warmup_secs, rates[0], w.stats.acked_requests
+        ));
+        tokio::time::sleep(Duration::from_secs_f64(a.pause_secs)).await;
+    }
     for (i, rate) in rates.iter().enumerate() {
         if i > 0 {
             tokio::time::sleep(Duration::from_secs_f64(a.pause_secs)).await;

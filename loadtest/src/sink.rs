@@ -105,7 +105,7 @@ fn handle(method: &str, target: &str, body: &[u8], st: &SinkState) -> (&'static 
     }
     let n = st.requests.fetch_add(1, Ordering::Relaxed) + 1;
     let fail = st.fail_every.load(Ordering::Relaxed);
-    if fail > 0 && n % fail == 0 {
+    if fail > 0 && n.is_multiple_of(fail) {
         return (
             "503 Service Unavailable",
             "{\"error\":\"sink told to fail\"}".into(),
@@ -117,7 +117,7 @@ fn handle(method: &str, target: &str, body: &[u8], st: &SinkState) -> (&'static 
     let mut vals = st.values.lock().unwrap_or_else(|e| e.into_inner());
     for line in text.lines().filter(|l| !l.is_empty()) {
         points += 1;
-        if lose > 0 && n % lose == 0 {
+        if lose > 0 && n.is_multiple_of(lose) {
             continue;
         }
         let meas = line.split([',', ' ']).next().unwrap_or("").to_string();
