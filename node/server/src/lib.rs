@@ -1,1 +1,20 @@
-//! shardhouse-node
+//! shardhouse-node: one storage node process. It accepts routers' batches
+//! (`Node.Write`), replicates them through the multi-Raft WAL, applies
+//! committed entries to the embedded chDB engine, and serves admin and
+//! Raft traffic. See docs/node.md.
+
+pub mod admission;
+pub mod cluster;
+pub mod context;
+pub mod directory;
+pub mod error;
+pub mod http;
+pub mod metrics;
+pub mod options;
+pub mod server;
+pub mod services;
+pub mod state_machine;
+pub mod transport;
+
+pub use error::{NodeError, Result};
+pub use options::{Cli, NodeOptions};

@@ -1,0 +1,342 @@
+//! Node options: serde defaults, then an optional TOML file, then env vars
+//! (`SHARDHOUSE_NODE_<FLAG>`), then flags; validated before anything starts.
+
+use crate::error::{NodeError, Result};
+use clap::Parser;
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+/// Everything a node process is configured with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NodeOptions {
+    /// Unique, stable id of this node in the cluster (>= 1).
+    pub node_id: u64,
+    /// Root of the node's state: `wal/` (RocksDB) and `engine/` (chDB).
+    pub data_dir: PathBuf,
+    pub grpc_listen: String,
+    pub http_listen: String,
+    /// Host peers and routers dial; joined with the bound gRPC port.
+    pub advertise_host: String,
+    pub etcd_endpoints: Vec<String>,
+    pub cluster: String,
+    /// chDB connection pool size; 0 = `cores`.
+    pub pool_size: usize,
+    /// Where the chdb-core wheel is unpacked; None = `SHARDHOUSE_CHDB_DIR`.
+    pub chdb_dir: Option<PathBuf>,
+    /// Cores the process is sized for; 0 = what the machine has.
+    pub cores: u32,
+    /// `shards=N,rf=R,nodes=K`: write the initial shard map once K nodes registered.
+    pub init_cluster: Option<InitCluster>,
+    /// Bytes of Write requests admitted but not yet committed, over all shards.
+    pub max_inflight_bytes: usize,
+    /// Per-shard cap handed to the WAL.
+    pub max_inflight_bytes_per_shard: usize,
+    pub flush_max_rows: usize,
+    pub flush_max_age_ms: u64,
+    pub raft_tick_ms: u64,
+    pub raft_election_ticks: usize,
+    pub raft_heartbeat_ticks: usize,
+    /// TTL of the etcd lease under which `nodes/<id>` is registered.
+    pub lease_ttl_secs: i64,
+}
+
+impl Default for NodeOptions {
+    fn default() -> Self {
+        NodeOptions {
+            node_id: 0,
+            data_dir: PathBuf::from("./.data/node"),
+            grpc_listen: "127.0.0.1:7400".into(),
+            http_listen: "127.0.0.1:7401".into(),
+            advertise_host: "127.0.0.1".into(),
+            etcd_endpoints: vec!["http://127.0.0.1:2379".into()],
+            cluster: "local".into(),
+            pool_size: 0,
+            chdb_dir: None,
+            cores: 0,
+            init_cluster: None,
+            max_inflight_bytes: 512 << 20,
+            max_inflight_bytes_per_shard: 64 << 20,
+            flush_max_rows: 1_000_000,
+            flush_max_age_ms: 1_000,
+            raft_tick_ms: 100,
+            raft_election_ticks: 10,
+            raft_heartbeat_ticks: 3,
+            lease_ttl_secs: 10,
+        }
+    }
+}
+
+/// `--init-cluster shards=N,rf=R,nodes=K`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InitCluster {
+    pub shards: u32,
+    pub rf: u32,
+    pub nodes: u32,
+}
+
+impl FromStr for InitCluster {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        let (mut shards, mut rf, mut nodes) = (None, None, None);
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (k, v) = part
+                .split_once('=')
+                .ok_or_else(|| format!("expected key=value in {part:?}"))?;
+            let v: u32 = v
+                .trim()
+                .parse()
+                .map_err(|_| format!("{k} must be a positive integer, got {v:?}"))?;
+            match k.trim() {
+                "shards" => shards = Some(v),
+                "rf" => rf = Some(v),
+                "nodes" => nodes = Some(v),
+                other => return Err(format!("unknown key {other:?} (want shards, rf, nodes)")),
+            }
+        }
+        let init = InitCluster {
+            shards: shards.ok_or("missing shards=N")?,
+            rf: rf.ok_or("missing rf=R")?,
+            nodes: nodes.ok_or("missing nodes=K")?,
+        };
+        if init.shards == 0 || init.rf == 0 || init.nodes == 0 {
+            return Err("shards, rf and nodes must all be >= 1".into());
+        }
+        Ok(init)
+    }
+}
+
+/// Command line; every flag is also `SHARDHOUSE_NODE_<FLAG>`. Unset flags
+/// leave the file/default value alone.
+#[derive(Debug, Default, Parser)]
+#[command(name = "shardhouse-node", about = "Shardhouse storage node", version)]
+pub struct Cli {
+    /// TOML file with any of the options (flag names with `_`).
+    #[arg(long, env = "SHARDHOUSE_NODE_CONFIG")]
+    pub config: Option<PathBuf>,
+    #[arg(long, env = "SHARDHOUSE_NODE_NODE_ID")]
+    pub node_id: Option<u64>,
+    #[arg(long, env = "SHARDHOUSE_NODE_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    #[arg(long, env = "SHARDHOUSE_NODE_GRPC_LISTEN")]
+    pub grpc_listen: Option<String>,
+    #[arg(long, env = "SHARDHOUSE_NODE_HTTP_LISTEN")]
+    pub http_listen: Option<String>,
+    #[arg(long, env = "SHARDHOUSE_NODE_ADVERTISE_HOST")]
+    pub advertise_host: Option<String>,
+    /// Comma separated etcd URLs.
+    #[arg(long, env = "SHARDHOUSE_NODE_ETCD_ENDPOINTS", value_delimiter = ',')]
+    pub etcd_endpoints: Option<Vec<String>>,
+    #[arg(long, env = "SHARDHOUSE_NODE_CLUSTER")]
+    pub cluster: Option<String>,
+    #[arg(long, env = "SHARDHOUSE_NODE_POOL_SIZE")]
+    pub pool_size: Option<usize>,
+    #[arg(long, env = "SHARDHOUSE_NODE_CHDB_DIR")]
+    pub chdb_dir: Option<PathBuf>,
+    #[arg(long, env = "SHARDHOUSE_NODE_CORES")]
+    pub cores: Option<u32>,
+    #[arg(long, env = "SHARDHOUSE_NODE_INIT_CLUSTER")]
+    pub init_cluster: Option<InitCluster>,
+    #[arg(long, env = "SHARDHOUSE_NODE_MAX_INFLIGHT_BYTES")]
+    pub max_inflight_bytes: Option<usize>,
+    #[arg(long, env = "SHARDHOUSE_NODE_MAX_INFLIGHT_BYTES_PER_SHARD")]
+    pub max_inflight_bytes_per_shard: Option<usize>,
+    #[arg(long, env = "SHARDHOUSE_NODE_FLUSH_MAX_ROWS")]
+    pub flush_max_rows: Option<usize>,
+    #[arg(long, env = "SHARDHOUSE_NODE_FLUSH_MAX_AGE_MS")]
+    pub flush_max_age_ms: Option<u64>,
+    #[arg(long, env = "SHARDHOUSE_NODE_RAFT_TICK_MS")]
+    pub raft_tick_ms: Option<u64>,
+    #[arg(long, env = "SHARDHOUSE_NODE_RAFT_ELECTION_TICKS")]
+    pub raft_election_ticks: Option<usize>,
+    #[arg(long, env = "SHARDHOUSE_NODE_RAFT_HEARTBEAT_TICKS")]
+    pub raft_heartbeat_ticks: Option<usize>,
+    #[arg(long, env = "SHARDHOUSE_NODE_LEASE_TTL_SECS")]
+    pub lease_ttl_secs: Option<i64>,
+}
+
+impl NodeOptions {
+    /// Layers defaults -> `--config` file -> env/flags and validates.
+    pub fn load(cli: Cli) -> Result<NodeOptions> {
+        let mut opts = match &cli.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|e| NodeError::ConfigFile {
+                    path: path.display().to_string(),
+                    reason: e.to_string(),
+                })?;
+                toml::from_str(&text).map_err(|e| NodeError::ConfigFile {
+                    path: path.display().to_string(),
+                    reason: e.to_string(),
+                })?
+            }
+            None => NodeOptions::default(),
+        };
+        opts.apply_cli(cli);
+        if opts.chdb_dir.is_none() {
+            opts.chdb_dir = std::env::var_os("SHARDHOUSE_CHDB_DIR").map(PathBuf::from);
+        }
+        opts.validate()?;
+        Ok(opts)
+    }
+
+    fn apply_cli(&mut self, cli: Cli) {
+        macro_rules! take {
+            ($($f:ident),*) => { $( if let Some(v) = cli.$f { self.$f = v; } )* };
+        }
+        take!(
+            node_id,
+            data_dir,
+            grpc_listen,
+            http_listen,
+            advertise_host,
+            etcd_endpoints,
+            cluster,
+            pool_size,
+            cores,
+            max_inflight_bytes,
+            max_inflight_bytes_per_shard,
+            flush_max_rows,
+            flush_max_age_ms,
+            raft_tick_ms,
+            raft_election_ticks,
+            raft_heartbeat_ticks,
+            lease_ttl_secs
+        );
+        if cli.chdb_dir.is_some() {
+            self.chdb_dir = cli.chdb_dir;
+        }
+        if cli.init_cluster.is_some() {
+            self.init_cluster = cli.init_cluster;
+        }
+    }
+
+    /// Rejects options the process could not run with.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(NodeError::InvalidOptions(m));
+        if self.node_id == 0 {
+            return bad("--node-id must be >= 1 (0 means 'no node' in Raft)".into());
+        }
+        for (name, addr) in [
+            ("--grpc-listen", &self.grpc_listen),
+            ("--http-listen", &self.http_listen),
+        ] {
+            if addr.parse::<SocketAddr>().is_err() {
+                return bad(format!("{name} {addr:?} is not host:port (IP literal)"));
+            }
+        }
+        if self.advertise_host.trim().is_empty() {
+            return bad("--advertise-host must not be empty".into());
+        }
+        if self.etcd_endpoints.iter().all(|e| e.trim().is_empty()) {
+            return bad("--etcd-endpoints needs at least one URL".into());
+        }
+        if self.cluster.is_empty() || self.cluster.contains('/') {
+            return bad(format!(
+                "--cluster {:?} must be non-empty without '/'",
+                self.cluster
+            ));
+        }
+        if self.max_inflight_bytes == 0 || self.max_inflight_bytes_per_shard == 0 {
+            return bad("in-flight byte limits must be > 0".into());
+        }
+        if self.raft_tick_ms == 0 || self.raft_heartbeat_ticks == 0 {
+            return bad("--raft-tick-ms and --raft-heartbeat-ticks must be > 0".into());
+        }
+        if self.raft_election_ticks <= self.raft_heartbeat_ticks {
+            return bad("--raft-election-ticks must exceed --raft-heartbeat-ticks".into());
+        }
+        if self.lease_ttl_secs < 2 {
+            return bad("--lease-ttl-secs must be >= 2".into());
+        }
+        if let Some(init) = self.init_cluster {
+            if init.rf > init.nodes {
+                return bad(format!(
+                    "--init-cluster rf={} exceeds nodes={}",
+                    init.rf, init.nodes
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Cores the process is sized for.
+    pub fn effective_cores(&self) -> u32 {
+        if self.cores > 0 {
+            self.cores
+        } else {
+            std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn init_cluster_parses_and_rejects_garbage() {
+        let i: InitCluster = "shards=8, rf=3,nodes=3".parse().unwrap();
+        assert_eq!(
+            i,
+            InitCluster {
+                shards: 8,
+                rf: 3,
+                nodes: 3
+            }
+        );
+        assert!("shards=8,rf=3".parse::<InitCluster>().is_err());
+        assert!("shards=8,rf=3,nodes=3,x=1".parse::<InitCluster>().is_err());
+        assert!("shards=0,rf=1,nodes=1".parse::<InitCluster>().is_err());
+    }
+
+    #[test]
+    fn flags_override_file_and_validation_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("node.toml");
+        std::fs::write(
+            &path,
+            "node_id = 4\ncluster = \"from-file\"\nflush_max_age_ms = 50\n",
+        )
+        .unwrap();
+        let cli = Cli::try_parse_from([
+            "shardhouse-node",
+            "--config",
+            path.to_str().unwrap(),
+            "--cluster",
+            "from-flag",
+            "--init-cluster",
+            "shards=4,rf=1,nodes=1",
+        ])
+        .unwrap();
+        let o = NodeOptions::load(cli).unwrap();
+        assert_eq!(o.node_id, 4);
+        assert_eq!(o.cluster, "from-flag");
+        assert_eq!(o.flush_max_age_ms, 50);
+        assert_eq!(o.init_cluster.unwrap().shards, 4);
+
+        let bad = Cli::try_parse_from(["shardhouse-node", "--node-id", "0"]).unwrap();
+        assert!(matches!(
+            NodeOptions::load(bad),
+            Err(NodeError::InvalidOptions(_))
+        ));
+        let bad_rf = Cli::try_parse_from([
+            "shardhouse-node",
+            "--node-id",
+            "1",
+            "--init-cluster",
+            "shards=1,rf=3,nodes=1",
+        ])
+        .unwrap();
+        assert!(NodeOptions::load(bad_rf).is_err());
+    }
+
+    #[test]
+    fn example_config_parses() {
+        let text = include_str!("../node.example.toml");
+        let o: NodeOptions = toml::from_str(text).unwrap();
+        o.validate().unwrap();
+    }
+}

@@ -1,0 +1,192 @@
+//! Wires one node process together: engine, WAL, transport, gRPC and HTTP
+//! servers, etcd; and takes it apart again on shutdown.
+
+use crate::admission::Admission;
+use crate::cluster;
+use crate::context::NodeContext;
+use crate::directory::PeerDirectory;
+use crate::error::{NodeError, Result};
+use crate::options::NodeOptions;
+use crate::services;
+use crate::state_machine::EngineStateMachine;
+use crate::transport::GrpcTransport;
+use parking_lot::RwLock;
+use shardhouse_common::shard_map::NodeInfo;
+use shardhouse_engine::{Engine, EngineConfig};
+use shardhouse_wal::{Wal, WalConfig};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio_stream::wrappers::TcpListenerStream;
+
+/// What the READY line reports.
+#[derive(Debug, Clone)]
+pub struct Listening {
+    pub node_id: u64,
+    /// Advertised gRPC address (advertise host + bound port).
+    pub grpc: String,
+    pub http: String,
+}
+
+async fn bind(addr: &str) -> Result<TcpListener> {
+    TcpListener::bind(addr).await.map_err(|e| NodeError::Bind {
+        addr: addr.to_owned(),
+        reason: e.to_string(),
+    })
+}
+
+/// Runs the node until `shutdown` resolves; `on_ready` is called once the
+/// engine is open, both servers listen and the node is registered.
+pub async fn run(
+    opts: NodeOptions,
+    on_ready: impl FnOnce(&Listening),
+    shutdown: impl Future<Output = ()>,
+) -> Result<()> {
+    let cores = opts.effective_cores();
+    let engine_cfg = EngineConfig {
+        data_dir: opts.data_dir.join("engine"),
+        chdb_dir: opts.chdb_dir.clone(),
+        pool_size: if opts.pool_size == 0 {
+            cores as usize
+        } else {
+            opts.pool_size
+        },
+        flush_max_rows: opts.flush_max_rows,
+        flush_max_age: Duration::from_millis(opts.flush_max_age_ms),
+        ..EngineConfig::default()
+    };
+    let engine = Arc::new(
+        tokio::task::spawn_blocking(move || Engine::open(engine_cfg))
+            .await
+            .map_err(|e| NodeError::Serve(e.to_string()))??,
+    );
+
+    let directory = Arc::new(PeerDirectory::default());
+    let transport = GrpcTransport::new(opts.node_id, Arc::clone(&directory));
+    let wal_cfg = WalConfig {
+        node_id: opts.node_id,
+        dir: opts.data_dir.join("wal"),
+        tick_interval: Duration::from_millis(opts.raft_tick_ms),
+        election_ticks: opts.raft_election_ticks,
+        heartbeat_ticks: opts.raft_heartbeat_ticks,
+        max_inflight_bytes_per_shard: opts.max_inflight_bytes_per_shard,
+        ..WalConfig::default()
+    };
+    let sm = EngineStateMachine::new(Arc::clone(&engine));
+    let wal = {
+        let transport = Arc::clone(&transport);
+        tokio::task::spawn_blocking(move || Wal::open(wal_cfg, transport, sm))
+            .await
+            .map_err(|e| NodeError::Serve(e.to_string()))??
+    };
+    transport.attach_wal(&wal);
+
+    let ctx = Arc::new(NodeContext {
+        node_id: opts.node_id,
+        wal: Arc::clone(&wal),
+        engine: Arc::clone(&engine),
+        admission: Admission::new(opts.max_inflight_bytes),
+        directory,
+        shard_map: RwLock::new(None),
+        ready: AtomicBool::new(false),
+    });
+
+    let grpc_listener = bind(&opts.grpc_listen).await?;
+    let http_listener = bind(&opts.http_listen).await?;
+    let grpc_local: SocketAddr = grpc_listener
+        .local_addr()
+        .map_err(|e| NodeError::Serve(e.to_string()))?;
+    let http_local: SocketAddr = http_listener
+        .local_addr()
+        .map_err(|e| NodeError::Serve(e.to_string()))?;
+    let listening = Listening {
+        node_id: opts.node_id,
+        grpc: format!("{}:{}", opts.advertise_host, grpc_local.port()),
+        http: format!("{}:{}", opts.advertise_host, http_local.port()),
+    };
+
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|v| *v).await;
+    };
+    let grpc = tonic::transport::Server::builder()
+        .tcp_nodelay(true)
+        .initial_stream_window_size(Some(8 << 20))
+        .initial_connection_window_size(Some(32 << 20))
+        .add_service(services::node_server(Arc::clone(&ctx)))
+        .add_service(services::raft_server(Arc::clone(&ctx)))
+        .add_service(services::admin_server(Arc::clone(&ctx)))
+        .serve_with_incoming_shutdown(
+            TcpListenerStream::new(grpc_listener),
+            stopped(stop_rx.clone()),
+        );
+    let grpc_task = tokio::spawn(grpc);
+    let http = axum::serve(http_listener, crate::http::router(Arc::clone(&ctx)))
+        .with_graceful_shutdown(stopped(stop_rx.clone()));
+    let http_task = tokio::spawn(async move { http.await });
+
+    let me = NodeInfo {
+        node_id: opts.node_id,
+        grpc_addr: listening.grpc.clone(),
+        http_addr: listening.http.clone(),
+        cores,
+    };
+    let client = cluster::connect(&opts.etcd_endpoints, Duration::from_secs(30)).await?;
+    cluster::register(
+        client.clone(),
+        opts.cluster.clone(),
+        me.clone(),
+        opts.lease_ttl_secs,
+    )
+    .await?;
+    tokio::spawn(cluster::watch(
+        Arc::clone(&ctx),
+        client.clone(),
+        opts.cluster.clone(),
+    ));
+    tokio::spawn(cluster::publish_leader_hints(
+        Arc::clone(&ctx),
+        client.clone(),
+        opts.cluster.clone(),
+        me,
+    ));
+    if let Some(init) = opts.init_cluster {
+        let (client, name) = (client.clone(), opts.cluster.clone());
+        tokio::spawn(async move {
+            if let Err(e) =
+                cluster::init_cluster(client, name, init.shards, init.rf, init.nodes).await
+            {
+                tracing::error!(error = %e, "initialising the cluster failed");
+            }
+        });
+    }
+
+    ctx.ready.store(true, Ordering::Release);
+    tracing::info!(node_id = opts.node_id, grpc = %listening.grpc, http = %listening.http, "node serving");
+    on_ready(&listening);
+
+    tokio::select! {
+        () = shutdown => tracing::info!("shutdown requested"),
+        r = grpc_task => return Err(NodeError::Serve(format!("gRPC server stopped: {r:?}"))),
+    }
+    ctx.ready.store(false, Ordering::Release);
+    let _ = stop_tx.send(true);
+    let _ = tokio::time::timeout(Duration::from_secs(5), http_task).await;
+    // Stop the log first so nothing is applied after the final flush; what
+    // was committed but not flushed is replayed from the WAL on restart.
+    let flush = tokio::task::spawn_blocking(move || {
+        wal.shutdown();
+        engine.flush_all()
+    });
+    match flush.await {
+        Ok(Ok(())) => tracing::info!("engine flushed; bye"),
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "final flush failed; the WAL replays it on restart")
+        }
+        Err(e) => tracing::error!(error = %e, "final flush panicked"),
+    }
+    Ok(())
+}

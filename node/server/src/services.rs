@@ -1,0 +1,489 @@
+//! The gRPC services of a node: Node (write/query), Raft (peer traffic) and
+//! Admin (membership). Thin adapters over the WAL and the engine.
+
+use crate::context::NodeContext;
+use crate::metrics::{metrics, result};
+use crate::transport::MAX_RAFT_MESSAGE_BYTES;
+use prost::Message as _;
+use protobuf::Message as _;
+use shardhouse_common::proto::{
+    self, admin_client::AdminClient, write_response::Result as WriteResult, AdminReply,
+    ChangeReplicaRequest, CreateReplicaRequest, Overloaded, Peer, QueryRequest, QueryResponse,
+    RaftBatch, RaftDone, Rejected, ShardStatesReply, ShardStatesRequest, ShardUnavailable,
+    SnapshotChunk, TransferLeaderRequest, WalEntry, WriteRequest, WriteResponse,
+};
+use shardhouse_wal::{Role, ShardStatus, WalError};
+use std::sync::Arc;
+use std::time::Duration;
+use tonic::{Request, Response, Status, Streaming};
+
+/// Largest Write/Query message accepted (router batches are far smaller).
+pub const MAX_CLIENT_MESSAGE_BYTES: usize = 256 << 20;
+
+#[derive(Clone)]
+pub struct NodeService {
+    ctx: Arc<NodeContext>,
+}
+
+impl NodeService {
+    pub fn new(ctx: Arc<NodeContext>) -> Self {
+        NodeService { ctx }
+    }
+
+    async fn write_inner(&self, req: WriteRequest) -> WriteResult {
+        let ctx = &self.ctx;
+        let shard = req.shard;
+        if !ctx.wal.has_replica(shard) {
+            if let Some(leader) = ctx.mapped_leader(shard) {
+                return WriteResult::NotLeader(ctx.not_leader(Some(leader)));
+            }
+            return WriteResult::Unavailable(ShardUnavailable {
+                reason: format!(
+                    "node {} holds no replica of shard {shard}; refresh the shard map and retry",
+                    ctx.node_id
+                ),
+            });
+        }
+        let schema = match arrow_ipc::reader::StreamReader::try_new(
+            std::io::Cursor::new(&req.points_ipc[..]),
+            None,
+        ) {
+            Ok(reader) => reader.schema(),
+            Err(e) => {
+                return WriteResult::Rejected(Rejected {
+                    reason: format!("points_ipc is not an Arrow IPC stream: {e}"),
+                })
+            }
+        };
+        // admit() may take the engine's schema lock; keep it off the async workers' hot loop.
+        let admitted = tokio::task::block_in_place(|| ctx.engine.admit(&req.measurement, &schema));
+        if let Err(e) = admitted {
+            return WriteResult::Rejected(Rejected {
+                reason: e.to_string(),
+            });
+        }
+        let size = req.points_ipc.len() + req.series_ipc.len();
+        let Some(_permit) = ctx.admission.try_admit(size) else {
+            return WriteResult::Overloaded(Overloaded {
+                retry_after_ms: ctx.admission.retry_after_ms(),
+                reason: format!(
+                    "node {} has {} bytes of writes in flight; retry later",
+                    ctx.node_id,
+                    ctx.admission.inflight()
+                ),
+            });
+        };
+        let entry = WalEntry {
+            request_id: req.request_id,
+            measurement: req.measurement,
+            points_ipc: req.points_ipc,
+            series_ipc: req.series_ipc,
+        }
+        .encode_to_vec();
+        match ctx.wal.propose(shard, entry).await {
+            Ok(c) => WriteResult::Committed(proto::Committed {
+                index: c.index,
+                term: c.term,
+            }),
+            Err(e) => wal_error_to_write(ctx, shard, e),
+        }
+    }
+}
+
+fn wal_error_to_write(ctx: &NodeContext, shard: u32, e: WalError) -> WriteResult {
+    match e {
+        WalError::NotLeader { leader_hint } => WriteResult::NotLeader(ctx.not_leader(leader_hint)),
+        WalError::Overloaded { retry_after_ms } => WriteResult::Overloaded(Overloaded {
+            retry_after_ms: u32::try_from(retry_after_ms).unwrap_or(u32::MAX),
+            reason: format!("shard {shard} log is over its in-flight budget; retry later"),
+        }),
+        other => WriteResult::Unavailable(ShardUnavailable {
+            reason: other.to_string(),
+        }),
+    }
+}
+
+fn result_label(r: &WriteResult) -> &'static str {
+    match r {
+        WriteResult::Committed(_) => result::COMMITTED,
+        WriteResult::NotLeader(_) => result::NOT_LEADER,
+        WriteResult::Overloaded(_) => result::OVERLOADED,
+        WriteResult::Unavailable(_) => result::UNAVAILABLE,
+        WriteResult::Rejected(_) => result::REJECTED,
+    }
+}
+
+#[tonic::async_trait]
+impl proto::node_server::Node for NodeService {
+    #[tracing::instrument(level = "debug", skip_all, fields(shard = request.get_ref().shard))]
+    async fn write(
+        &self,
+        request: Request<WriteRequest>,
+    ) -> Result<Response<WriteResponse>, Status> {
+        let m = metrics();
+        let timer = m.write_seconds.start_timer();
+        let res = self.write_inner(request.into_inner()).await;
+        let label = result_label(&res);
+        if label == result::COMMITTED {
+            timer.observe_duration();
+        } else {
+            timer.stop_and_discard();
+        }
+        m.writes_total.with_label_values(&[label]).inc();
+        Ok(Response::new(WriteResponse { result: Some(res) }))
+    }
+
+    async fn query(
+        &self,
+        request: Request<QueryRequest>,
+    ) -> Result<Response<QueryResponse>, Status> {
+        let req = request.into_inner();
+        if !self.ctx.wal.has_replica(req.shard) {
+            return Err(Status::not_found(format!(
+                "node {} holds no replica of shard {}; query a replica from the shard map",
+                self.ctx.node_id, req.shard
+            )));
+        }
+        let engine = Arc::clone(&self.ctx.engine);
+        let batches = tokio::task::spawn_blocking(move || engine.query(req.shard, &req.sql))
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let result_ipc = encode_ipc(&batches).map_err(|e| Status::internal(e.to_string()))?;
+        Ok(Response::new(QueryResponse { result_ipc }))
+    }
+}
+
+/// Arrow IPC stream of query results (an empty schema when there are none).
+pub fn encode_ipc(
+    batches: &[arrow_array::RecordBatch],
+) -> Result<Vec<u8>, arrow_schema::ArrowError> {
+    let schema = batches
+        .first()
+        .map_or_else(|| Arc::new(arrow_schema::Schema::empty()), |b| b.schema());
+    let mut out = Vec::new();
+    {
+        let mut w = arrow_ipc::writer::StreamWriter::try_new(&mut out, &schema)?;
+        for b in batches {
+            w.write(b)?;
+        }
+        w.finish()?;
+    }
+    Ok(out)
+}
+
+#[derive(Clone)]
+pub struct RaftService {
+    ctx: Arc<NodeContext>,
+}
+
+impl RaftService {
+    pub fn new(ctx: Arc<NodeContext>) -> Self {
+        RaftService { ctx }
+    }
+
+    fn step(&self, shard: u32, bytes: &[u8]) {
+        match raft::eraftpb::Message::parse_from_bytes(bytes) {
+            Ok(msg) => {
+                if let Err(e) = self.ctx.wal.step(shard, msg) {
+                    // Normal while a replica is still being created from the shard map.
+                    tracing::debug!(shard, error = %e, "raft message not stepped");
+                }
+            }
+            Err(e) => tracing::warn!(shard, error = %e, "undecodable raft message dropped"),
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl proto::raft_server::Raft for RaftService {
+    async fn send(
+        &self,
+        request: Request<Streaming<RaftBatch>>,
+    ) -> Result<Response<RaftDone>, Status> {
+        let mut stream = request.into_inner();
+        while let Some(batch) = stream.message().await? {
+            for env in batch.messages {
+                self.step(env.shard, &env.message);
+            }
+        }
+        Ok(Response::new(RaftDone {}))
+    }
+
+    async fn install_snapshot(
+        &self,
+        request: Request<Streaming<SnapshotChunk>>,
+    ) -> Result<Response<RaftDone>, Status> {
+        // Reassemble the chunks into the snapshot message's data and step it.
+        let mut stream = request.into_inner();
+        let mut shard = None;
+        let mut msg: Option<raft::eraftpb::Message> = None;
+        let mut data = Vec::new();
+        while let Some(chunk) = stream.message().await? {
+            if msg.is_none() {
+                shard = Some(chunk.shard);
+                msg = Some(
+                    raft::eraftpb::Message::parse_from_bytes(&chunk.raft_message).map_err(|e| {
+                        Status::invalid_argument(format!("bad snapshot header: {e}"))
+                    })?,
+                );
+            }
+            data.extend_from_slice(&chunk.data);
+            if chunk.last {
+                break;
+            }
+        }
+        let (Some(shard), Some(mut msg)) = (shard, msg) else {
+            return Err(Status::invalid_argument("empty snapshot stream"));
+        };
+        if !data.is_empty() {
+            msg.mut_snapshot().set_data(data.into());
+        }
+        self.ctx
+            .wal
+            .step(shard, msg)
+            .map_err(|e| Status::unavailable(e.to_string()))?;
+        Ok(Response::new(RaftDone {}))
+    }
+}
+
+#[derive(Clone)]
+pub struct AdminService {
+    ctx: Arc<NodeContext>,
+}
+
+impl AdminService {
+    pub fn new(ctx: Arc<NodeContext>) -> Self {
+        AdminService { ctx }
+    }
+
+    fn remember(&self, peers: &[Peer]) {
+        for p in peers {
+            self.ctx.directory.set_fallback(p.node_id, p.addr.clone());
+        }
+    }
+
+    fn reply(&self, res: Result<(), WalError>, what: &str) -> AdminReply {
+        match res {
+            Ok(()) => AdminReply {
+                ok: true,
+                message: format!("{what}: done"),
+                not_leader: None,
+            },
+            Err(WalError::NotLeader { leader_hint }) => AdminReply {
+                ok: false,
+                message: format!("{what}: this node is not the leader; retry at the leader"),
+                not_leader: Some(self.ctx.not_leader(leader_hint)),
+            },
+            Err(e) => AdminReply {
+                ok: false,
+                message: format!("{what}: {e}"),
+                not_leader: None,
+            },
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl proto::admin_server::Admin for AdminService {
+    async fn create_replica(
+        &self,
+        request: Request<CreateReplicaRequest>,
+    ) -> Result<Response<AdminReply>, Status> {
+        let req = request.into_inner();
+        self.remember(&req.voters);
+        self.remember(&req.peers);
+        let voters: Vec<u64> = req.voters.iter().map(|p| p.node_id).collect();
+        let res = self.ctx.wal.create_replica(req.shard, &voters);
+        Ok(Response::new(self.reply(
+            res,
+            &format!("create replica of shard {}", req.shard),
+        )))
+    }
+
+    async fn add_learner(
+        &self,
+        request: Request<ChangeReplicaRequest>,
+    ) -> Result<Response<AdminReply>, Status> {
+        let req = request.into_inner();
+        let target = req
+            .target
+            .ok_or_else(|| Status::invalid_argument("target peer is required"))?;
+        self.remember(std::slice::from_ref(&target));
+        // The learner must exist as an empty replica before the leader sends
+        // it appends; ask the target node to create it.
+        if target.node_id != self.ctx.node_id && !target.addr.is_empty() {
+            let mut peers = vec![Peer {
+                node_id: self.ctx.node_id,
+                addr: self.ctx.addr_of(self.ctx.node_id).unwrap_or_default(),
+            }];
+            if let Some(status) = self
+                .ctx
+                .wal
+                .shard_states()
+                .into_iter()
+                .find(|s| s.shard == req.shard)
+            {
+                for n in status.voters.iter().chain(status.learners.iter()) {
+                    if let Some(addr) = self.ctx.addr_of(*n) {
+                        peers.push(Peer { node_id: *n, addr });
+                    }
+                }
+            }
+            let created = async {
+                let mut client = AdminClient::connect(format!("http://{}", target.addr)).await?;
+                let reply = client
+                    .create_replica(CreateReplicaRequest {
+                        shard: req.shard,
+                        voters: vec![],
+                        peers,
+                    })
+                    .await?
+                    .into_inner();
+                Ok::<_, Box<dyn std::error::Error + Send + Sync>>(reply)
+            };
+            match tokio::time::timeout(Duration::from_secs(5), created).await {
+                Ok(Ok(r)) if r.ok => {}
+                Ok(Ok(r)) => {
+                    return Ok(Response::new(AdminReply {
+                        ok: false,
+                        message: format!(
+                            "target node refused to create the replica: {}",
+                            r.message
+                        ),
+                        not_leader: None,
+                    }))
+                }
+                Ok(Err(e)) => {
+                    return Ok(Response::new(AdminReply {
+                        ok: false,
+                        message: format!(
+                            "cannot reach target node {} at {}: {e}; retry",
+                            target.node_id, target.addr
+                        ),
+                        not_leader: None,
+                    }))
+                }
+                Err(_) => {
+                    return Ok(Response::new(AdminReply {
+                        ok: false,
+                        message: format!(
+                            "target node {} did not answer in 5s; retry",
+                            target.node_id
+                        ),
+                        not_leader: None,
+                    }))
+                }
+            }
+        }
+        let res = self.ctx.wal.add_learner(req.shard, target.node_id).await;
+        Ok(Response::new(self.reply(
+            res,
+            &format!("add learner {} to shard {}", target.node_id, req.shard),
+        )))
+    }
+
+    async fn promote_learner(
+        &self,
+        request: Request<ChangeReplicaRequest>,
+    ) -> Result<Response<AdminReply>, Status> {
+        let req = request.into_inner();
+        let target = req
+            .target
+            .ok_or_else(|| Status::invalid_argument("target peer is required"))?;
+        let res = self
+            .ctx
+            .wal
+            .promote_learner(req.shard, target.node_id)
+            .await;
+        Ok(Response::new(self.reply(
+            res,
+            &format!("promote learner {} of shard {}", target.node_id, req.shard),
+        )))
+    }
+
+    async fn remove_replica(
+        &self,
+        request: Request<ChangeReplicaRequest>,
+    ) -> Result<Response<AdminReply>, Status> {
+        let req = request.into_inner();
+        let target = req
+            .target
+            .ok_or_else(|| Status::invalid_argument("target peer is required"))?;
+        let res = self.ctx.wal.remove_replica(req.shard, target.node_id).await;
+        Ok(Response::new(self.reply(
+            res,
+            &format!("remove replica {} of shard {}", target.node_id, req.shard),
+        )))
+    }
+
+    async fn transfer_leader(
+        &self,
+        request: Request<TransferLeaderRequest>,
+    ) -> Result<Response<AdminReply>, Status> {
+        let req = request.into_inner();
+        let res = self.ctx.wal.transfer_leader(req.shard, req.to_node).await;
+        Ok(Response::new(self.reply(
+            res,
+            &format!(
+                "transfer leadership of shard {} to {}",
+                req.shard, req.to_node
+            ),
+        )))
+    }
+
+    async fn shard_states(
+        &self,
+        _request: Request<ShardStatesRequest>,
+    ) -> Result<Response<ShardStatesReply>, Status> {
+        let shards = self
+            .ctx
+            .wal
+            .shard_states()
+            .into_iter()
+            .map(|s| proto::ShardState {
+                shard: s.shard,
+                role: role_name(&s, self.ctx.node_id).to_owned(),
+                term: s.term,
+                leader_id: s.leader_id.unwrap_or(0),
+                commit_index: s.commit_index,
+                applied_index: s.applied_index,
+                flushed_index: s.flushed_index,
+                voters: s.voters,
+                learners: s.learners,
+                max_follower_lag: s.max_follower_lag,
+            })
+            .collect();
+        Ok(Response::new(ShardStatesReply {
+            node_id: self.ctx.node_id,
+            shards,
+        }))
+    }
+}
+
+/// `leader | follower | learner | candidate` as in the proto.
+pub fn role_name(s: &ShardStatus, me: u64) -> &'static str {
+    match s.role {
+        Role::Leader => "leader",
+        Role::Candidate | Role::PreCandidate => "candidate",
+        Role::Follower if s.learners.contains(&me) => "learner",
+        Role::Follower => "follower",
+    }
+}
+
+/// Server wrappers with message limits sized for Arrow batches.
+pub fn node_server(ctx: Arc<NodeContext>) -> proto::node_server::NodeServer<NodeService> {
+    proto::node_server::NodeServer::new(NodeService::new(ctx))
+        .max_decoding_message_size(MAX_CLIENT_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_CLIENT_MESSAGE_BYTES)
+}
+
+pub fn raft_server(ctx: Arc<NodeContext>) -> proto::raft_server::RaftServer<RaftService> {
+    proto::raft_server::RaftServer::new(RaftService::new(ctx))
+        .max_decoding_message_size(MAX_RAFT_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_RAFT_MESSAGE_BYTES)
+}
+
+pub fn admin_server(ctx: Arc<NodeContext>) -> proto::admin_server::AdminServer<AdminService> {
+    proto::admin_server::AdminServer::new(AdminService::new(ctx))
+}

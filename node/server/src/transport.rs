@@ -1,0 +1,207 @@
+//! Raft traffic between nodes: one long-lived client-streaming `Raft.Send`
+//! call per peer, fed by a bounded queue. Everything queued for a peer while
+//! a batch was being sent goes out as the next single `RaftBatch`, so many
+//! shards' messages share one gRPC message. When a peer is down, messages
+//! are dropped (Raft retransmits) and the WAL is told the peer is unreachable
+//! so its leaders probe instead of streaming appends into the void.
+
+use crate::directory::PeerDirectory;
+use parking_lot::Mutex;
+use protobuf::Message as _;
+use raft::eraftpb::Message;
+use shardhouse_common::proto::raft_client::RaftClient;
+use shardhouse_common::proto::{RaftBatch, RaftEnvelope};
+use shardhouse_wal::{NodeId, ShardId, Transport, Wal};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, OnceLock, Weak};
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::Endpoint;
+
+/// Pending message groups per peer before `send` starts dropping.
+const PEER_QUEUE: usize = 4096;
+/// Cap of one RaftBatch so a burst cannot build a giant gRPC message.
+const MAX_BATCH_BYTES: usize = 32 << 20;
+/// gRPC message size limit for Raft traffic (appends carry Arrow batches).
+pub const MAX_RAFT_MESSAGE_BYTES: usize = 512 << 20;
+
+type Outbox = Vec<(ShardId, Message)>;
+
+pub struct GrpcTransport {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    node_id: NodeId,
+    directory: Arc<PeerDirectory>,
+    runtime: tokio::runtime::Handle,
+    peers: Mutex<HashMap<NodeId, mpsc::Sender<Outbox>>>,
+    wal: OnceLock<Weak<Wal>>,
+}
+
+impl GrpcTransport {
+    /// Must be created inside a Tokio runtime: peer tasks run on it.
+    pub fn new(node_id: NodeId, directory: Arc<PeerDirectory>) -> Arc<GrpcTransport> {
+        Arc::new(GrpcTransport {
+            inner: Arc::new(Inner {
+                node_id,
+                directory,
+                runtime: tokio::runtime::Handle::current(),
+                peers: Mutex::new(HashMap::new()),
+                wal: OnceLock::new(),
+            }),
+        })
+    }
+
+    /// The WAL is opened with this transport, so it is attached afterwards;
+    /// until then unreachable reports are skipped.
+    pub fn attach_wal(&self, wal: &Arc<Wal>) {
+        let _ = self.inner.wal.set(Arc::downgrade(wal));
+    }
+}
+
+impl Transport for GrpcTransport {
+    fn send(&self, to: NodeId, msgs: Vec<(ShardId, Message)>) {
+        if msgs.is_empty() {
+            return;
+        }
+        let queue = {
+            let mut peers = self.inner.peers.lock();
+            peers
+                .entry(to)
+                .or_insert_with(|| {
+                    let (tx, rx) = mpsc::channel(PEER_QUEUE);
+                    let inner = Arc::clone(&self.inner);
+                    self.inner.runtime.spawn(run_peer(inner, to, rx));
+                    tx
+                })
+                .clone()
+        };
+        if let Err(e) = queue.try_send(msgs) {
+            let dropped = match e {
+                mpsc::error::TrySendError::Full(m) | mpsc::error::TrySendError::Closed(m) => m,
+            };
+            // Called from WAL threads: report from the runtime, never re-enter
+            // the WAL synchronously from inside its own send path.
+            let inner = Arc::clone(&self.inner);
+            self.inner.runtime.spawn(async move {
+                inner.report_unreachable(to, &dropped);
+            });
+        }
+    }
+}
+
+impl Inner {
+    fn report_unreachable(&self, to: NodeId, msgs: &[(ShardId, Message)]) {
+        let Some(wal) = self.wal.get().and_then(Weak::upgrade) else {
+            return;
+        };
+        let shards: BTreeSet<ShardId> = msgs.iter().map(|(s, _)| *s).collect();
+        for shard in shards {
+            wal.report_unreachable(shard, to);
+        }
+    }
+
+    /// Drops everything queued for a down peer, reporting each shard once.
+    fn drop_queued(&self, to: NodeId, first: Outbox, rx: &mut mpsc::Receiver<Outbox>) {
+        let mut all = first;
+        while let Ok(more) = rx.try_recv() {
+            all.extend(more);
+        }
+        self.report_unreachable(to, &all);
+    }
+}
+
+fn encode(from: NodeId, msgs: Outbox, batch: &mut RaftBatch, bytes: &mut usize) {
+    batch.from_node = from;
+    for (shard, msg) in msgs {
+        match msg.write_to_bytes() {
+            Ok(b) => {
+                *bytes += b.len();
+                batch.messages.push(RaftEnvelope { shard, message: b });
+            }
+            Err(e) => tracing::error!(shard, error = %e, "cannot encode raft message; dropped"),
+        }
+    }
+}
+
+async fn connect(addr: &str) -> Result<tonic::transport::Channel, String> {
+    let endpoint = Endpoint::from_shared(format!("http://{addr}"))
+        .map_err(|e| e.to_string())?
+        .connect_timeout(Duration::from_secs(1))
+        .tcp_nodelay(true)
+        .http2_keep_alive_interval(Duration::from_secs(1))
+        .keep_alive_timeout(Duration::from_secs(3))
+        .keep_alive_while_idle(true)
+        .initial_stream_window_size(Some(8 << 20))
+        .initial_connection_window_size(Some(32 << 20));
+    endpoint.connect().await.map_err(|e| e.to_string())
+}
+
+async fn run_peer(inner: Arc<Inner>, to: NodeId, mut rx: mpsc::Receiver<Outbox>) {
+    let mut backoff = Duration::from_millis(50);
+    loop {
+        let Some(first) = rx.recv().await else {
+            return;
+        };
+        let Some(addr) = inner.directory.addr(to) else {
+            tracing::debug!(peer = to, "no address for peer yet; dropping raft messages");
+            inner.drop_queued(to, first, &mut rx);
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_secs(1));
+            continue;
+        };
+        let channel = match connect(&addr).await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::debug!(peer = to, %addr, error = %e, "peer unreachable; dropping raft messages");
+                inner.drop_queued(to, first, &mut rx);
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+                continue;
+            }
+        };
+        tracing::info!(peer = to, %addr, "raft stream connected");
+        backoff = Duration::from_millis(50);
+
+        let (batch_tx, batch_rx) = mpsc::channel::<RaftBatch>(8);
+        let mut client = RaftClient::new(channel)
+            .max_decoding_message_size(MAX_RAFT_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_RAFT_MESSAGE_BYTES);
+        let mut call =
+            tokio::spawn(async move { client.send(ReceiverStream::new(batch_rx)).await });
+
+        let mut pending = Some(first);
+        loop {
+            let msgs = match pending.take() {
+                Some(m) => m,
+                None => tokio::select! {
+                    m = rx.recv() => match m {
+                        Some(m) => m,
+                        None => return,
+                    },
+                    res = &mut call => {
+                        tracing::info!(peer = to, result = ?res.map(|r| r.map(|_| ())), "raft stream ended; reconnecting");
+                        break;
+                    }
+                },
+            };
+            let mut batch = RaftBatch::default();
+            let mut bytes = 0usize;
+            encode(inner.node_id, msgs, &mut batch, &mut bytes);
+            while bytes < MAX_BATCH_BYTES {
+                match rx.try_recv() {
+                    Ok(more) => encode(inner.node_id, more, &mut batch, &mut bytes),
+                    Err(_) => break,
+                }
+            }
+            if batch_tx.send(batch).await.is_err() {
+                tracing::info!(peer = to, "raft stream closed; reconnecting");
+                break;
+            }
+        }
+        call.abort();
+        tokio::time::sleep(backoff).await;
+    }
+}
