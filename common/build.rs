@@ -3,6 +3,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure()
         .build_server(true)
         .build_client(true)
-        .compile_protos(&["proto/shardhouse/node.proto"], &["proto"])?;
+        .compile_protos(
+            &[
+                "proto/shardhouse/node.proto",
+                "proto/shardhouse/ingest.proto",
+                "proto/prometheus/remote.proto",
+            ],
+            &["proto"],
+        )?;
     Ok(())
 }

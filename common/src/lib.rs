@@ -1,6 +1,7 @@
 //! Shared model of Shardhouse: the pieces every component must agree on
 //! byte for byte (series_id, shard choice, Arrow schema, wire protocol).
 
+pub mod lineproto;
 pub mod series;
 pub mod shard;
 pub mod shard_map;
@@ -9,4 +10,17 @@ pub mod shard_map;
 pub mod proto {
     #![allow(clippy::all, missing_docs)]
     tonic::include_proto!("shardhouse.node.v1");
+}
+
+/// Generated gRPC types for the router's ingest API
+/// (`proto/shardhouse/ingest.proto`).
+pub mod ingest_proto {
+    #![allow(clippy::all, missing_docs)]
+    tonic::include_proto!("shardhouse.ingest.v1");
+}
+
+/// Prometheus remote_write messages (`proto/prometheus/remote.proto`).
+pub mod prom_proto {
+    #![allow(clippy::all, missing_docs)]
+    tonic::include_proto!("prometheus");
 }

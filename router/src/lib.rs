@@ -1,1 +1,105 @@
-//! shardhouse-router
+//! shardhouse-router: the stateless front door. Parses writes (InfluxDB line
+//! protocol, msgpack, Prometheus remote_write, gRPC) straight into columns,
+//! hashes series, splits by shard and forwards one Arrow IPC batch per
+//! (shard, measurement) to the shard leader; fans SELECTs out for read-back.
+
+pub mod batch;
+pub mod cardinality;
+pub mod cluster;
+pub mod config;
+pub mod error;
+pub mod grpc;
+pub mod http;
+pub mod ingest;
+pub mod metrics;
+pub mod query;
+
+pub use error::{Error, Result};
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio::task::JoinHandle;
+
+/// A serving router (HTTP + gRPC listeners).
+pub struct RunningRouter {
+    pub http_addr: SocketAddr,
+    pub grpc_addr: SocketAddr,
+    pub router: Arc<ingest::Router>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl RunningRouter {
+    /// The line scripts and tests wait for (docs/contracts.md).
+    pub fn ready_line(&self) -> String {
+        format!(
+            "READY shardhouse-router http={} grpc={}",
+            self.http_addr, self.grpc_addr
+        )
+    }
+
+    /// Stops serving (tests).
+    pub fn abort(&self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+
+    /// Waits until a listener task ends (it only ends on error).
+    pub async fn wait(&mut self) {
+        if !self.tasks.is_empty() {
+            let (ended, _, _) = futures::future::select_all(self.tasks.iter_mut()).await;
+            if let Err(e) = ended {
+                tracing::error!(error = %e, "listener task failed");
+            }
+        }
+    }
+}
+
+impl Drop for RunningRouter {
+    fn drop(&mut self) {
+        self.abort();
+    }
+}
+
+/// Binds both listeners (port 0 allowed) and serves until aborted.
+pub async fn start(
+    options: config::RouterOptions,
+    cluster: Arc<cluster::Cluster>,
+) -> Result<RunningRouter> {
+    let http_listener = tokio::net::TcpListener::bind(&options.http_listen)
+        .await
+        .map_err(|e| Error::Config(format!("binding http_listen {}: {e}", options.http_listen)))?;
+    let grpc_listener = tokio::net::TcpListener::bind(&options.grpc_listen)
+        .await
+        .map_err(|e| Error::Config(format!("binding grpc_listen {}: {e}", options.grpc_listen)))?;
+    let http_addr = http_listener
+        .local_addr()
+        .map_err(|e| Error::Internal(e.to_string()))?;
+    let grpc_addr = grpc_listener
+        .local_addr()
+        .map_err(|e| Error::Internal(e.to_string()))?;
+    let router = Arc::new(ingest::Router::new(options, cluster));
+    let app = http::app(router.clone());
+    let http_task = tokio::spawn(async move {
+        if let Err(e) = axum::serve(http_listener, app).await {
+            tracing::error!(error = %e, "http server stopped");
+        }
+    });
+    let svc = grpc::server(router.clone());
+    let grpc_task = tokio::spawn(async move {
+        let incoming = tokio_stream::wrappers::TcpListenerStream::new(grpc_listener);
+        if let Err(e) = tonic::transport::Server::builder()
+            .add_service(svc)
+            .serve_with_incoming(incoming)
+            .await
+        {
+            tracing::error!(error = %e, "grpc server stopped");
+        }
+    });
+    Ok(RunningRouter {
+        http_addr,
+        grpc_addr,
+        router,
+        tasks: vec![http_task, grpc_task],
+    })
+}

@@ -1,0 +1,780 @@
+//! InfluxDB line protocol, parsed without per-point heap allocation.
+//!
+//! A line is `measurement[,tag=value...] field=value[,field=value...] [timestamp]`.
+//! The parser is split in pieces so a caller that already knows a series
+//! (by its raw bytes) can skip tag parsing, sorting and hashing:
+//!
+//! 1. [`split_series`] finds the raw series part (`measurement,tags`) of a line;
+//! 2. [`SeriesParser::parse`] unescapes the measurement and tags and sorts
+//!    the tags by key (only needed the first time a series is seen);
+//! 3. [`FieldParser::parse`] parses the fields and the optional timestamp.
+//!
+//! Both parsers keep their buffers between lines; tokens without escapes are
+//! borrowed from the input, escaped ones are unescaped into a reused scratch
+//! buffer.
+//!
+//! Escaping (as InfluxDB documents it): in measurements `\,` `\ ` and `\\`;
+//! in tag keys, tag values and field keys also `\=`; any other backslash is a
+//! literal backslash. String field values are in double quotes where `\"`
+//! and `\\` are escapes. Lines are separated by `\n` (a trailing `\r` is
+//! ignored); empty lines and lines starting with `#` are skipped.
+
+use std::fmt;
+
+/// Why a line was rejected. The `Display` text is what clients see after
+/// `line N: `, so it says what is wrong and, where useful, how to fix it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LineProtocolError {
+    #[error("line is not valid UTF-8; send UTF-8 text")]
+    InvalidUtf8,
+    #[error("missing measurement name")]
+    MissingMeasurement,
+    #[error("missing fields: a point needs at least one field (`key=value`) after a space")]
+    MissingFields,
+    #[error("invalid tag {0:?}: expected `key=value`")]
+    InvalidTag(String),
+    #[error("empty tag key")]
+    EmptyTagKey,
+    #[error("missing value for tag {0:?}")]
+    EmptyTagValue(String),
+    #[error("duplicate tag key {0:?}")]
+    DuplicateTag(String),
+    #[error("invalid field {0:?}: expected `key=value`")]
+    InvalidField(String),
+    #[error("empty field key")]
+    EmptyFieldKey,
+    #[error("missing value for field {0:?}")]
+    EmptyFieldValue(String),
+    #[error("duplicate field key {0:?}")]
+    DuplicateField(String),
+    #[error("field key {0:?} is reserved (the fact table uses it); rename the field")]
+    ReservedFieldKey(String),
+    #[error("invalid value {value:?} for field {key:?}: {why}")]
+    InvalidFieldValue {
+        key: String,
+        value: String,
+        why: &'static str,
+    },
+    #[error("unterminated string value for field {0:?}: missing closing `\"`")]
+    UnterminatedString(String),
+    #[error("invalid timestamp {0:?}: expected an integer")]
+    InvalidTimestamp(String),
+    #[error("timestamp {0} is out of range for the precision (must fit in int64 nanoseconds)")]
+    TimestampOutOfRange(i64),
+    #[error("unexpected text {0:?} after the timestamp")]
+    TrailingText(String),
+}
+
+pub type Result<T, E = LineProtocolError> = std::result::Result<T, E>;
+
+/// Timestamp precision of a write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Precision {
+    #[default]
+    Nanosecond,
+    Microsecond,
+    Millisecond,
+    Second,
+    Minute,
+    Hour,
+}
+
+impl Precision {
+    /// v2 names: `ns`, `us`, `ms`, `s`. v1 also accepts `n`, `u`, `m`, `h`
+    /// (and `ns`/`us`/`ms`/`s`). Returns `None` for anything else.
+    pub fn parse(s: &str, allow_v1: bool) -> Option<Precision> {
+        Some(match s {
+            "" | "ns" => Precision::Nanosecond,
+            "us" | "µs" => Precision::Microsecond,
+            "ms" => Precision::Millisecond,
+            "s" => Precision::Second,
+            "n" if allow_v1 => Precision::Nanosecond,
+            "u" if allow_v1 => Precision::Microsecond,
+            "m" if allow_v1 => Precision::Minute,
+            "h" if allow_v1 => Precision::Hour,
+            _ => return None,
+        })
+    }
+
+    /// Nanoseconds per unit.
+    pub fn nanos_per_unit(self) -> i64 {
+        match self {
+            Precision::Nanosecond => 1,
+            Precision::Microsecond => 1_000,
+            Precision::Millisecond => 1_000_000,
+            Precision::Second => 1_000_000_000,
+            Precision::Minute => 60_000_000_000,
+            Precision::Hour => 3_600_000_000_000,
+        }
+    }
+
+    /// `ts` in this precision as nanoseconds, or an error when it overflows.
+    #[inline]
+    pub fn to_nanos(self, ts: i64) -> Result<i64> {
+        ts.checked_mul(self.nanos_per_unit())
+            .ok_or(LineProtocolError::TimestampOutOfRange(ts))
+    }
+}
+
+/// Type of a field value; a field keeps one type per measurement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FieldType {
+    Float,
+    Integer,
+    Unsigned,
+    String,
+    Boolean,
+}
+
+impl fmt::Display for FieldType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FieldType::Float => "float",
+            FieldType::Integer => "integer",
+            FieldType::Unsigned => "unsigned",
+            FieldType::String => "string",
+            FieldType::Boolean => "boolean",
+        })
+    }
+}
+
+/// A parsed field value. Strings are unescaped UTF-8.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum FieldValue<'a> {
+    Float(f64),
+    Integer(i64),
+    Unsigned(u64),
+    String(&'a str),
+    Boolean(bool),
+}
+
+impl FieldValue<'_> {
+    pub fn field_type(&self) -> FieldType {
+        match self {
+            FieldValue::Float(_) => FieldType::Float,
+            FieldValue::Integer(_) => FieldType::Integer,
+            FieldValue::Unsigned(_) => FieldType::Unsigned,
+            FieldValue::String(_) => FieldType::String,
+            FieldValue::Boolean(_) => FieldType::Boolean,
+        }
+    }
+}
+
+/// Field keys that would collide with the fact table's own columns.
+pub const RESERVED_FIELD_KEYS: [&str; 2] = ["time", "series_id"];
+
+/// A token: either a range of the input or of the parser's scratch buffer
+/// (when it had escapes to remove).
+#[derive(Debug, Clone, Copy)]
+enum Text {
+    Input(u32, u32),
+    Scratch(u32, u32),
+}
+
+impl Text {
+    #[inline]
+    fn get<'s>(self, input: &'s [u8], scratch: &'s [u8]) -> &'s [u8] {
+        match self {
+            Text::Input(s, e) => &input[s as usize..e as usize],
+            Text::Scratch(s, e) => &scratch[s as usize..e as usize],
+        }
+    }
+}
+
+/// Bytes that a backslash escapes in a measurement.
+const MEASUREMENT_ESCAPES: &[u8] = b", \\";
+/// Bytes that a backslash escapes in tag keys, tag values and field keys.
+const KEY_ESCAPES: &[u8] = b",= \\";
+
+/// Copies `raw` into `scratch` without the escaping backslashes.
+fn unescape_into(scratch: &mut Vec<u8>, raw: &[u8], escapes: &[u8]) -> Text {
+    let start = scratch.len();
+    let mut i = 0;
+    while i < raw.len() {
+        let b = raw[i];
+        if b == b'\\' && i + 1 < raw.len() && escapes.contains(&raw[i + 1]) {
+            scratch.push(raw[i + 1]);
+            i += 2;
+        } else {
+            scratch.push(b);
+            i += 1;
+        }
+    }
+    Text::Scratch(start as u32, scratch.len() as u32)
+}
+
+fn text_of(
+    scratch: &mut Vec<u8>,
+    input: &[u8],
+    start: usize,
+    end: usize,
+    escaped: bool,
+    escapes: &[u8],
+) -> Text {
+    if escaped {
+        unescape_into(scratch, &input[start..end], escapes)
+    } else {
+        Text::Input(start as u32, end as u32)
+    }
+}
+
+fn lossy(b: &[u8]) -> String {
+    let s = String::from_utf8_lossy(b);
+    // Error messages stay short even for absurd lines.
+    if s.len() > 64 {
+        let mut cut = 64;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        format!("{}...", &s[..cut])
+    } else {
+        s.into_owned()
+    }
+}
+
+/// Iterates the lines of a body as `(line_number, line)`, 1-based, skipping
+/// empty lines and `#` comments, with a trailing `\r` and leading blanks
+/// removed.
+pub fn lines(body: &[u8]) -> impl Iterator<Item = (usize, &[u8])> {
+    body.split(|&b| b == b'\n')
+        .enumerate()
+        .filter_map(|(i, line)| {
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            let start = line.iter().position(|&b| b != b' ' && b != b'\t')?;
+            let line = &line[start..];
+            if line[0] == b'#' {
+                None
+            } else {
+                Some((i + 1, line))
+            }
+        })
+}
+
+/// Splits a line at its first unescaped space: `(raw series, rest)`. The raw
+/// series (`measurement,tag=value...`, still escaped) identifies a series as
+/// written and can key a cache; `rest` holds fields and timestamp.
+#[inline]
+pub fn split_series(line: &[u8]) -> Result<(&[u8], &[u8])> {
+    let mut i = 0;
+    while i < line.len() {
+        match line[i] {
+            b'\\' => i += 2,
+            b' ' => {
+                if i == 0 {
+                    return Err(LineProtocolError::MissingMeasurement);
+                }
+                let mut j = i;
+                while j < line.len() && line[j] == b' ' {
+                    j += 1;
+                }
+                if j == line.len() {
+                    return Err(LineProtocolError::MissingFields);
+                }
+                return Ok((&line[..i], &line[j..]));
+            }
+            _ => i += 1,
+        }
+    }
+    if line.is_empty() || line[0] == b',' {
+        Err(LineProtocolError::MissingMeasurement)
+    } else {
+        Err(LineProtocolError::MissingFields)
+    }
+}
+
+/// Parses the series part of a line into measurement and key-sorted tags.
+#[derive(Debug, Default)]
+pub struct SeriesParser {
+    measurement: Option<Text>,
+    tags: Vec<(Text, Text)>,
+    scratch: Vec<u8>,
+}
+
+/// A parsed series, borrowing the parser and the input.
+#[derive(Debug)]
+pub struct Series<'p> {
+    input: &'p [u8],
+    parser: &'p SeriesParser,
+}
+
+impl<'p> Series<'p> {
+    /// Unescaped measurement name.
+    pub fn measurement(&self) -> &'p [u8] {
+        self.parser
+            .measurement
+            .expect("set by parse")
+            .get(self.input, &self.parser.scratch)
+    }
+
+    /// Unescaped tags sorted by key (byte order), without duplicates.
+    pub fn tags(&self) -> impl ExactSizeIterator<Item = (&'p [u8], &'p [u8])> + Clone + '_ {
+        let (input, scratch) = (self.input, self.parser.scratch.as_slice());
+        self.parser
+            .tags
+            .iter()
+            .map(move |(k, v)| (k.get(input, scratch), v.get(input, scratch)))
+    }
+
+    /// Writes the canonical series key (see `crate::series`) into `out`.
+    pub fn canonical_key_into(&self, out: &mut Vec<u8>) {
+        crate::series::canonical_key_into(out, self.measurement(), self.tags());
+    }
+}
+
+impl SeriesParser {
+    /// Parses a raw series (from [`split_series`]); `raw` must be UTF-8.
+    pub fn parse<'p>(&'p mut self, raw: &'p [u8]) -> Result<Series<'p>> {
+        self.tags.clear();
+        self.scratch.clear();
+        self.measurement = None;
+        // Measurement: up to the first unescaped comma.
+        let mut i = 0;
+        let mut escaped = false;
+        while i < raw.len() {
+            match raw[i] {
+                b'\\' => {
+                    escaped = true;
+                    i += 2;
+                }
+                b',' => break,
+                _ => i += 1,
+            }
+        }
+        let m_end = i.min(raw.len());
+        if m_end == 0 {
+            return Err(LineProtocolError::MissingMeasurement);
+        }
+        self.measurement = Some(text_of(
+            &mut self.scratch,
+            raw,
+            0,
+            m_end,
+            escaped,
+            MEASUREMENT_ESCAPES,
+        ));
+        let mut pos = m_end;
+        while pos < raw.len() {
+            // raw[pos] == ',': a tag follows.
+            let k_start = pos + 1;
+            let mut i = k_start;
+            let mut k_esc = false;
+            let mut eq = None;
+            while i < raw.len() {
+                match raw[i] {
+                    b'\\' => {
+                        k_esc = true;
+                        i += 2;
+                    }
+                    b'=' => {
+                        eq = Some(i);
+                        break;
+                    }
+                    b',' => break,
+                    _ => i += 1,
+                }
+            }
+            let Some(eq) = eq else {
+                return Err(LineProtocolError::InvalidTag(lossy(
+                    &raw[k_start..i.min(raw.len())],
+                )));
+            };
+            if eq == k_start {
+                return Err(LineProtocolError::EmptyTagKey);
+            }
+            let v_start = eq + 1;
+            let mut i = v_start;
+            let mut v_esc = false;
+            while i < raw.len() {
+                match raw[i] {
+                    b'\\' => {
+                        v_esc = true;
+                        i += 2;
+                    }
+                    b',' => break,
+                    _ => i += 1,
+                }
+            }
+            let v_end = i.min(raw.len());
+            let key = text_of(&mut self.scratch, raw, k_start, eq, k_esc, KEY_ESCAPES);
+            if v_end == v_start {
+                return Err(LineProtocolError::EmptyTagValue(lossy(
+                    key.get(raw, &self.scratch),
+                )));
+            }
+            let value = text_of(&mut self.scratch, raw, v_start, v_end, v_esc, KEY_ESCAPES);
+            self.tags.push((key, value));
+            pos = v_end;
+        }
+        // Writers usually send tags sorted already; only sort when needed.
+        let scratch = &self.scratch;
+        let sorted = self
+            .tags
+            .windows(2)
+            .all(|w| w[0].0.get(raw, scratch) < w[1].0.get(raw, scratch));
+        if !sorted {
+            self.tags
+                .sort_by(|a, b| a.0.get(raw, scratch).cmp(b.0.get(raw, scratch)));
+            if let Some(w) = self
+                .tags
+                .windows(2)
+                .find(|w| w[0].0.get(raw, scratch) == w[1].0.get(raw, scratch))
+            {
+                return Err(LineProtocolError::DuplicateTag(lossy(
+                    w[0].0.get(raw, scratch),
+                )));
+            }
+        }
+        Ok(Series {
+            input: raw,
+            parser: self,
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum RawValue {
+    Float(f64),
+    Integer(i64),
+    Unsigned(u64),
+    String(Text),
+    Boolean(bool),
+}
+
+/// Parses the fields and timestamp part of a line.
+#[derive(Debug, Default)]
+pub struct FieldParser {
+    fields: Vec<(Text, RawValue)>,
+    scratch: Vec<u8>,
+}
+
+/// Parsed fields and timestamp, borrowing the parser and the input.
+#[derive(Debug)]
+pub struct Fields<'p> {
+    input: &'p [u8],
+    parser: &'p FieldParser,
+    /// Timestamp as written (not yet scaled by precision).
+    pub timestamp: Option<i64>,
+}
+
+impl<'p> Fields<'p> {
+    pub fn len(&self) -> usize {
+        self.parser.fields.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.parser.fields.is_empty()
+    }
+
+    /// Fields in line order as `(unescaped key, value)`.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (&'p [u8], FieldValue<'p>)> + Clone + '_ {
+        let (input, scratch) = (self.input, self.parser.scratch.as_slice());
+        self.parser.fields.iter().map(move |(k, v)| {
+            let value = match *v {
+                RawValue::Float(f) => FieldValue::Float(f),
+                RawValue::Integer(i) => FieldValue::Integer(i),
+                RawValue::Unsigned(u) => FieldValue::Unsigned(u),
+                RawValue::Boolean(b) => FieldValue::Boolean(b),
+                // The line was checked to be UTF-8 and unescaping only removes
+                // ASCII backslashes, so this cannot fail; stay safe anyway.
+                RawValue::String(t) => {
+                    FieldValue::String(std::str::from_utf8(t.get(input, scratch)).unwrap_or(""))
+                }
+            };
+            (k.get(input, scratch), value)
+        })
+    }
+}
+
+#[inline]
+fn parse_scalar(key: &[u8], v: &[u8]) -> Result<RawValue> {
+    let bad = |why: &'static str| LineProtocolError::InvalidFieldValue {
+        key: lossy(key),
+        value: lossy(v),
+        why,
+    };
+    let last = *v.last().expect("non-empty value");
+    match v[0] {
+        b'0'..=b'9' | b'-' | b'+' | b'.' => {}
+        _ => {
+            return match v {
+                b"t" | b"T" | b"true" | b"True" | b"TRUE" => Ok(RawValue::Boolean(true)),
+                b"f" | b"F" | b"false" | b"False" | b"FALSE" => Ok(RawValue::Boolean(false)),
+                _ => Err(bad(
+                    "expected a number, a quoted string or a boolean (t, true, f, false)",
+                )),
+            };
+        }
+    }
+    // SAFETY-free: the line was validated as UTF-8 and these are ASCII checks.
+    let text = std::str::from_utf8(v).map_err(|_| bad("not UTF-8"))?;
+    match last {
+        b'i' => {
+            let digits = &text[..text.len() - 1];
+            if !is_integer_text(digits) {
+                return Err(bad("invalid integer"));
+            }
+            digits
+                .parse::<i64>()
+                .map(RawValue::Integer)
+                .map_err(|_| bad("integer out of int64 range"))
+        }
+        b'u' => {
+            let digits = &text[..text.len() - 1];
+            if digits.starts_with('-') {
+                return Err(bad("unsigned integer cannot be negative"));
+            }
+            if !is_integer_text(digits) {
+                return Err(bad("invalid unsigned integer"));
+            }
+            digits
+                .parse::<u64>()
+                .map(RawValue::Unsigned)
+                .map_err(|_| bad("unsigned integer out of uint64 range"))
+        }
+        _ => {
+            // Rust's float parser also accepts `inf`/`nan`; line protocol does not.
+            if !v
+                .iter()
+                .all(|b| matches!(b, b'0'..=b'9' | b'.' | b'e' | b'E' | b'+' | b'-'))
+            {
+                return Err(bad("invalid number"));
+            }
+            match text.parse::<f64>() {
+                Ok(f) if f.is_finite() => Ok(RawValue::Float(f)),
+                Ok(_) => Err(bad("float out of range")),
+                Err(_) => Err(bad("invalid number")),
+            }
+        }
+    }
+}
+
+fn is_integer_text(s: &str) -> bool {
+    let d = s.strip_prefix(['-', '+']).unwrap_or(s);
+    !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit())
+}
+
+impl FieldParser {
+    /// Parses `rest` (the part after the series, from [`split_series`]):
+    /// `field=value[,field=value...][ timestamp]`. `rest` must be UTF-8.
+    pub fn parse<'p>(&'p mut self, rest: &'p [u8]) -> Result<Fields<'p>> {
+        self.fields.clear();
+        self.scratch.clear();
+        let input = rest;
+        let n = input.len();
+        let mut pos = 0;
+        loop {
+            // Key: up to an unescaped '='.
+            let k_start = pos;
+            let mut i = pos;
+            let mut k_esc = false;
+            let mut eq = None;
+            while i < n {
+                match input[i] {
+                    b'\\' => {
+                        k_esc = true;
+                        i += 2;
+                    }
+                    b'=' => {
+                        eq = Some(i);
+                        break;
+                    }
+                    b',' | b' ' => break,
+                    _ => i += 1,
+                }
+            }
+            let Some(eq) = eq else {
+                let end = i.min(n);
+                if end == k_start {
+                    return Err(LineProtocolError::MissingFields);
+                }
+                return Err(LineProtocolError::InvalidField(lossy(&input[k_start..end])));
+            };
+            if eq == k_start {
+                return Err(LineProtocolError::EmptyFieldKey);
+            }
+            let key = text_of(&mut self.scratch, input, k_start, eq, k_esc, KEY_ESCAPES);
+            let v_start = eq + 1;
+            let (value, v_end) = if v_start < n && input[v_start] == b'"' {
+                // Quoted string: `\"` and `\\` are escapes; spaces, commas
+                // and equals signs are literal.
+                let s_start = v_start + 1;
+                let mut i = s_start;
+                let mut esc = false;
+                let mut close = None;
+                while i < n {
+                    match input[i] {
+                        b'\\' if i + 1 < n && matches!(input[i + 1], b'"' | b'\\') => {
+                            esc = true;
+                            i += 2;
+                        }
+                        b'"' => {
+                            close = Some(i);
+                            break;
+                        }
+                        _ => i += 1,
+                    }
+                }
+                let Some(close) = close else {
+                    return Err(LineProtocolError::UnterminatedString(lossy(
+                        key.get(input, &self.scratch),
+                    )));
+                };
+                let text = text_of(&mut self.scratch, input, s_start, close, esc, b"\"\\");
+                (RawValue::String(text), close + 1)
+            } else {
+                let mut i = v_start;
+                while i < n && input[i] != b',' && input[i] != b' ' {
+                    i += 1;
+                }
+                if i == v_start {
+                    return Err(LineProtocolError::EmptyFieldValue(lossy(
+                        key.get(input, &self.scratch),
+                    )));
+                }
+                let value = parse_scalar(key.get(input, &self.scratch), &input[v_start..i])?;
+                (value, i)
+            };
+            {
+                let k = key.get(input, &self.scratch);
+                if RESERVED_FIELD_KEYS.iter().any(|r| r.as_bytes() == k) {
+                    return Err(LineProtocolError::ReservedFieldKey(lossy(k)));
+                }
+                // Lines carry a handful of fields: a linear scan beats hashing.
+                if self
+                    .fields
+                    .iter()
+                    .any(|(t, _)| t.get(input, &self.scratch) == k)
+                {
+                    return Err(LineProtocolError::DuplicateField(lossy(k)));
+                }
+            }
+            self.fields.push((key, value));
+            if v_end >= n {
+                pos = n;
+                break;
+            }
+            match input[v_end] {
+                b',' => pos = v_end + 1,
+                b' ' => {
+                    pos = v_end;
+                    break;
+                }
+                _ => {
+                    // A closing quote followed by something other than ',' / ' '.
+                    return Err(LineProtocolError::InvalidFieldValue {
+                        key: lossy(key.get(input, &self.scratch)),
+                        value: lossy(&input[v_start..(v_end + 1).min(n)]),
+                        why: "unexpected text after the closing quote",
+                    });
+                }
+            }
+        }
+        // Optional timestamp.
+        while pos < n && input[pos] == b' ' {
+            pos += 1;
+        }
+        let timestamp = if pos < n {
+            let t_start = pos;
+            while pos < n && input[pos] != b' ' {
+                pos += 1;
+            }
+            let t = &input[t_start..pos];
+            while pos < n && (input[pos] == b' ' || input[pos] == b'\t') {
+                pos += 1;
+            }
+            if pos < n {
+                return Err(LineProtocolError::TrailingText(lossy(&input[pos..])));
+            }
+            Some(parse_timestamp(t)?)
+        } else {
+            None
+        };
+        Ok(Fields {
+            input,
+            parser: self,
+            timestamp,
+        })
+    }
+}
+
+#[inline]
+fn parse_timestamp(t: &[u8]) -> Result<i64> {
+    let (neg, digits) = match t.first() {
+        Some(b'-') => (true, &t[1..]),
+        _ => (false, t),
+    };
+    if digits.is_empty() || digits.len() > 19 || !digits.iter().all(u8::is_ascii_digit) {
+        return Err(LineProtocolError::InvalidTimestamp(lossy(t)));
+    }
+    let mut v: i64 = 0;
+    for &d in digits {
+        v = v
+            .checked_mul(10)
+            .and_then(|v| v.checked_add(i64::from(d - b'0')))
+            .ok_or_else(|| LineProtocolError::InvalidTimestamp(lossy(t)))?;
+    }
+    Ok(if neg { -v } else { v })
+}
+
+/// An owned, fully parsed point: convenient for tests, tools and fuzzing;
+/// the hot path uses the borrowing parsers instead.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OwnedPoint {
+    pub measurement: String,
+    /// Sorted by key.
+    pub tags: Vec<(String, String)>,
+    pub fields: Vec<(String, OwnedFieldValue)>,
+    pub timestamp: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum OwnedFieldValue {
+    Float(f64),
+    Integer(i64),
+    Unsigned(u64),
+    String(String),
+    Boolean(bool),
+}
+
+impl From<FieldValue<'_>> for OwnedFieldValue {
+    fn from(v: FieldValue<'_>) -> Self {
+        match v {
+            FieldValue::Float(f) => OwnedFieldValue::Float(f),
+            FieldValue::Integer(i) => OwnedFieldValue::Integer(i),
+            FieldValue::Unsigned(u) => OwnedFieldValue::Unsigned(u),
+            FieldValue::String(s) => OwnedFieldValue::String(s.to_owned()),
+            FieldValue::Boolean(b) => OwnedFieldValue::Boolean(b),
+        }
+    }
+}
+
+/// Parses one line (no newline) into an [`OwnedPoint`].
+pub fn parse_line(line: &[u8]) -> Result<OwnedPoint> {
+    if std::str::from_utf8(line).is_err() {
+        return Err(LineProtocolError::InvalidUtf8);
+    }
+    let (series_raw, rest) = split_series(line)?;
+    let mut sp = SeriesParser::default();
+    let series = sp.parse(series_raw)?;
+    let s = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    let measurement = s(series.measurement());
+    let tags = series.tags().map(|(k, v)| (s(k), s(v))).collect();
+    let mut fp = FieldParser::default();
+    let fields = fp.parse(rest)?;
+    Ok(OwnedPoint {
+        measurement,
+        tags,
+        fields: fields.iter().map(|(k, v)| (s(k), v.into())).collect(),
+        timestamp: fields.timestamp,
+    })
+}
+
+/// Parses every line of a body; errors carry their 1-based line number.
+/// Never panics, whatever the input (the fuzz target relies on it).
+pub fn parse_body(body: &[u8]) -> Vec<(usize, Result<OwnedPoint>)> {
+    lines(body).map(|(n, l)| (n, parse_line(l))).collect()
+}
+
+#[cfg(test)]
+#[path = "lineproto_tests.rs"]
+mod tests;

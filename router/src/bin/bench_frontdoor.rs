@@ -1,0 +1,221 @@
+//! `make bench-frontdoor`: CPU cost per point of the front door on one
+//! thread: parse + series_id + shard split (column build) + Arrow IPC
+//! encode, for a low-cardinality cpu/mem/disk set and a 1M-series set.
+//!
+//! Stages are measured as cumulative passes over the same bodies (parse
+//! only; + series_id; + shard split and column build; + IPC encode) and
+//! reported as differences; each pass is the best of several runs. The last
+//! line is `frontdoor_ns_per_point=<N>` for the low-cardinality set.
+
+#![allow(clippy::print_stdout)] // a benchmark prints its figures
+
+use shardhouse_common::lineproto::{self, FieldParser, Precision, SeriesParser};
+use shardhouse_common::series::series_id_of_key;
+use shardhouse_router::batch::RequestBatch;
+use std::collections::HashMap;
+use std::hint::black_box;
+use std::io::Write;
+use std::time::Instant;
+
+const LINES_PER_BODY: usize = 5_000;
+const SHARDS: u32 = 64;
+const RUNS: usize = 5;
+
+/// A tiny deterministic generator so the bench needs no dependency.
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+    fn value(&mut self) -> f64 {
+        (self.next() % 1_000_000) as f64 / 1000.0
+    }
+}
+
+fn push_fields(out: &mut Vec<u8>, names: &[&str; 5], rng: &mut Lcg, ts: i64) {
+    for (i, n) in names.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write!(out, "{n}={}", rng.value()).unwrap();
+    }
+    writeln!(out, " {ts}").unwrap();
+}
+
+/// cpu/mem/disk for 4 hosts (12 series), 5 float fields each, like Telegraf.
+fn low_cardinality(points: usize) -> Vec<Vec<u8>> {
+    let sets: [(&str, [&str; 5]); 3] = [
+        ("cpu", ["usage_user", "usage_system", "usage_idle", "usage_iowait", "usage_steal"]),
+        ("mem", ["used_percent", "available", "free", "cached", "buffered"]),
+        ("disk", ["used_percent", "free", "used", "inodes_free", "inodes_used"]),
+    ];
+    let mut rng = Lcg(42);
+    let mut bodies = Vec::new();
+    let mut body = Vec::new();
+    let mut ts = 1_700_000_000_000_000_000i64;
+    for i in 0..points {
+        let (m, names) = &sets[i % 3];
+        let host = (i / 3) % 4;
+        write!(body, "{m},dc=eu-west-1a,host=server-{host:02},region=eu-west ").unwrap();
+        push_fields(&mut body, names, &mut rng, ts);
+        ts += 1_000;
+        if (i + 1) % LINES_PER_BODY == 0 {
+            bodies.push(std::mem::take(&mut body));
+        }
+    }
+    if !body.is_empty() {
+        bodies.push(body);
+    }
+    bodies
+}
+
+/// hosts x regions x datacenters x services = 250 x 4 x 10 x 100 = 1M
+/// series, one point each, 5 float fields.
+fn high_cardinality() -> Vec<Vec<u8>> {
+    let names = ["latency_p50", "latency_p99", "requests", "errors", "saturation"];
+    let mut rng = Lcg(7);
+    let mut bodies = Vec::new();
+    let mut body = Vec::new();
+    let mut n = 0usize;
+    let ts = 1_700_000_000_000_000_000i64;
+    for host in 0..250 {
+        for region in 0..4 {
+            for dc in 0..10 {
+                for service in 0..100 {
+                    write!(
+                        body,
+                        "app,datacenter=dc-{dc},host=host-{host:04},region=region-{region},service=svc-{service:03} "
+                    )
+                    .unwrap();
+                    push_fields(&mut body, &names, &mut rng, ts + n as i64);
+                    n += 1;
+                    if n % LINES_PER_BODY == 0 {
+                        bodies.push(std::mem::take(&mut body));
+                    }
+                }
+            }
+        }
+    }
+    if !body.is_empty() {
+        bodies.push(body);
+    }
+    bodies
+}
+
+fn best_of<F: FnMut() -> usize>(mut f: F) -> (f64, usize) {
+    let mut best = f64::MAX;
+    let mut points = 0;
+    for _ in 0..RUNS {
+        let t = Instant::now();
+        points = f();
+        best = best.min(t.elapsed().as_nanos() as f64);
+    }
+    (best, points)
+}
+
+/// Pass 1: split lines, parse fields and timestamps.
+fn pass_parse(bodies: &[Vec<u8>]) -> usize {
+    let mut fp = FieldParser::default();
+    let mut n = 0;
+    for body in bodies {
+        for (_, line) in lineproto::lines(body) {
+            let ok = std::str::from_utf8(line).is_ok();
+            let (raw, rest) = lineproto::split_series(line).unwrap();
+            let f = fp.parse(rest).unwrap();
+            black_box((ok, raw, f.timestamp, f.iter().count()));
+            n += 1;
+        }
+    }
+    n
+}
+
+/// Pass 2: pass 1 + series_id (memo of raw series bytes per body; tags
+/// parsed, sorted and hashed on a miss).
+fn pass_series(bodies: &[Vec<u8>]) -> usize {
+    let mut fp = FieldParser::default();
+    let mut sp = SeriesParser::default();
+    let mut key = Vec::new();
+    let mut n = 0;
+    for body in bodies {
+        let mut memo: HashMap<&[u8], u64> = HashMap::new();
+        for (_, line) in lineproto::lines(body) {
+            let ok = std::str::from_utf8(line).is_ok();
+            let (raw, rest) = lineproto::split_series(line).unwrap();
+            let f = fp.parse(rest).unwrap();
+            let id = match memo.get(raw) {
+                Some(&id) => id,
+                None => {
+                    let s = sp.parse(raw).unwrap();
+                    s.canonical_key_into(&mut key);
+                    let id = series_id_of_key(&key);
+                    memo.insert(raw, id);
+                    id
+                }
+            };
+            black_box((ok, id, f.timestamp, f.iter().count()));
+            n += 1;
+        }
+    }
+    n
+}
+
+/// Pass 3: the router's request batch (parse, series_id, shard split,
+/// column build), without encoding.
+fn pass_columns(bodies: &[Vec<u8>]) -> usize {
+    let mut n = 0;
+    for body in bodies {
+        let mut b = RequestBatch::new(SHARDS, Precision::Nanosecond, 0, None);
+        b.add_line_protocol(body);
+        n += b.points();
+        black_box(&b);
+    }
+    n
+}
+
+/// Pass 4: pass 3 + Arrow IPC encode of every (shard, measurement) batch.
+fn pass_full(bodies: &[Vec<u8>]) -> usize {
+    let mut n = 0;
+    for body in bodies {
+        let mut b = RequestBatch::new(SHARDS, Precision::Nanosecond, 0, None);
+        b.add_line_protocol(body);
+        let (batches, summary) = b.finish().unwrap();
+        assert_eq!(summary.rejected, 0);
+        n += summary.points;
+        black_box(batches);
+    }
+    n
+}
+
+fn measure(name: &str, bodies: &[Vec<u8>]) -> f64 {
+    let bytes: usize = bodies.iter().map(Vec::len).sum();
+    let (parse, points) = best_of(|| pass_parse(bodies));
+    let (series, _) = best_of(|| pass_series(bodies));
+    let (columns, _) = best_of(|| pass_columns(bodies));
+    let (full, p4) = best_of(|| pass_full(bodies));
+    assert_eq!(points, p4, "every point parsed");
+    let per = |ns: f64| ns / points as f64;
+    let total = per(full);
+    println!(
+        "dataset={name} points={points} bytes_per_point={:.0} shards={SHARDS} lines_per_body={LINES_PER_BODY}",
+        bytes as f64 / points as f64
+    );
+    println!(
+        "  parse_ns_per_point={:.1} series_id_ns_per_point={:.1} shard_split_ns_per_point={:.1} ipc_encode_ns_per_point={:.1} total_ns_per_point={:.1} points_per_sec_one_core={:.0}",
+        per(parse),
+        per(series - parse).max(0.0),
+        per(columns - series).max(0.0),
+        per(full - columns).max(0.0),
+        total,
+        1e9 / total
+    );
+    total
+}
+
+fn main() {
+    let low = low_cardinality(1_000_000);
+    let high = high_cardinality();
+    let low_ns = measure("low_cardinality_cpu_mem_disk_12_series", &low);
+    measure("high_cardinality_1m_series", &high);
+    println!("frontdoor_ns_per_point={}", low_ns.round() as u64);
+}

@@ -1,0 +1,381 @@
+//! The router's view of the cluster: the shard map (from etcd, watched),
+//! learned shard leaders, gRPC channels to nodes, per-shard in-flight
+//! budgets, and forwarding of shard batches with leader retries.
+
+use crate::batch::ShardBatch;
+use crate::error::{Error, Result};
+use crate::metrics;
+use parking_lot::{Mutex, RwLock};
+use shardhouse_common::proto::node_client::NodeClient;
+use shardhouse_common::proto::{write_response, QueryRequest, WriteRequest};
+use shardhouse_common::shard_map::{keys, ShardMap};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+use tonic::transport::{Channel, Endpoint};
+
+/// Largest query result accepted from a node.
+const MAX_QUERY_RESULT_BYTES: usize = 512 << 20;
+
+pub struct Cluster {
+    cluster_name: String,
+    map: RwLock<Option<Arc<ShardMap>>>,
+    map_tx: watch::Sender<u64>,
+    /// Leaders learned from `NotLeader` answers: shard -> (node id, addr).
+    leaders: Mutex<HashMap<u32, (u64, String)>>,
+    channels: Mutex<HashMap<String, Channel>>,
+    shard_budgets: Mutex<HashMap<u32, Arc<Semaphore>>>,
+    max_shard_inflight_bytes: usize,
+    retry_after: Duration,
+}
+
+impl Cluster {
+    pub fn new(cluster_name: &str, max_shard_inflight_bytes: usize, retry_after: Duration) -> Cluster {
+        let (map_tx, _) = watch::channel(0);
+        Cluster {
+            cluster_name: cluster_name.to_owned(),
+            map: RwLock::new(None),
+            map_tx,
+            leaders: Mutex::default(),
+            channels: Mutex::default(),
+            shard_budgets: Mutex::default(),
+            max_shard_inflight_bytes: max_shard_inflight_bytes.min(u32::MAX as usize),
+            retry_after,
+        }
+    }
+
+    /// Installs a shard map (from etcd, or directly in tests). Older epochs
+    /// than the current one are ignored.
+    pub fn set_shard_map(&self, map: ShardMap) {
+        let mut cur = self.map.write();
+        if let Some(c) = cur.as_ref() {
+            if map.epoch < c.epoch {
+                tracing::warn!(old = map.epoch, current = c.epoch, "ignoring older shard map");
+                return;
+            }
+        }
+        tracing::info!(epoch = map.epoch, shards = map.shard_count, "shard map installed");
+        let epoch = map.epoch;
+        *cur = Some(Arc::new(map));
+        drop(cur);
+        // The map's leader hints are fresher than what we learned before.
+        self.leaders.lock().clear();
+        self.map_tx.send_replace(epoch);
+    }
+
+    pub fn shard_map(&self) -> Result<Arc<ShardMap>> {
+        self.map
+            .read()
+            .clone()
+            .ok_or_else(|| Error::NoShardMap(keys::shard_map(&self.cluster_name)))
+    }
+
+    /// Waits until a shard map is installed.
+    pub async fn wait_for_shard_map(&self) {
+        let mut rx = self.map_tx.subscribe();
+        while self.map.read().is_none() {
+            if rx.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
+    fn channel(&self, addr: &str) -> Result<Channel> {
+        let mut channels = self.channels.lock();
+        if let Some(c) = channels.get(addr) {
+            return Ok(c.clone());
+        }
+        let ep = Endpoint::from_shared(format!("http://{addr}"))
+            .map_err(|e| Error::Internal(format!("bad node address {addr:?}: {e}")))?
+            .connect_timeout(Duration::from_secs(2))
+            .tcp_nodelay(true);
+        let c = ep.connect_lazy();
+        channels.insert(addr.to_owned(), c.clone());
+        Ok(c)
+    }
+
+    fn node_client(&self, addr: &str) -> Result<NodeClient<Channel>> {
+        Ok(NodeClient::new(self.channel(addr)?)
+            .max_decoding_message_size(MAX_QUERY_RESULT_BYTES)
+            .max_encoding_message_size(usize::MAX))
+    }
+
+    fn budget(&self, shard: u32) -> Arc<Semaphore> {
+        self.shard_budgets
+            .lock()
+            .entry(shard)
+            .or_insert_with(|| Arc::new(Semaphore::new(self.max_shard_inflight_bytes)))
+            .clone()
+    }
+
+    /// Takes in-flight budget for every batch or none: a saturated shard
+    /// answers 429 at once instead of queueing.
+    pub fn reserve(&self, batches: &[ShardBatch]) -> Result<Vec<OwnedSemaphorePermit>> {
+        let mut per_shard: HashMap<u32, usize> = HashMap::new();
+        for b in batches {
+            *per_shard.entry(b.shard).or_default() += b.points_ipc.len() + b.series_ipc.len();
+        }
+        let mut permits = Vec::with_capacity(per_shard.len());
+        for (shard, bytes) in per_shard {
+            // A batch bigger than the whole budget still goes alone.
+            let n = bytes.clamp(1, self.max_shard_inflight_bytes) as u32;
+            match self.budget(shard).try_acquire_many_owned(n) {
+                Ok(p) => permits.push(p),
+                Err(_) => {
+                    return Err(Error::Overloaded(
+                        format!("shard {shard} has too many bytes in flight"),
+                        self.retry_after,
+                    ))
+                }
+            }
+        }
+        Ok(permits)
+    }
+
+    /// Where to send a write for `shard` first: a learned leader, else the
+    /// map's hint, else the first replica.
+    fn first_target(&self, map: &ShardMap, shard: u32) -> Result<(u64, String)> {
+        if let Some(l) = self.leaders.lock().get(&shard) {
+            return Ok(l.clone());
+        }
+        let p = map.shard(shard).ok_or_else(|| Error::Unavailable {
+            shard,
+            reason: format!("shard map epoch {} has no placement for it", map.epoch),
+        })?;
+        let node = if p.leader_hint != 0 {
+            p.leader_hint
+        } else {
+            *p.replicas.first().ok_or_else(|| Error::Unavailable {
+                shard,
+                reason: "no replicas placed".into(),
+            })?
+        };
+        let addr = map.addr_of(node).ok_or_else(|| Error::Unavailable {
+            shard,
+            reason: format!("node {node} has no registered address"),
+        })?;
+        Ok((node, addr.to_owned()))
+    }
+
+    /// The replica after `node` in the shard's placement (round robin).
+    fn next_replica(&self, map: &ShardMap, shard: u32, node: u64) -> Option<(u64, String)> {
+        let p = map.shard(shard)?;
+        if p.replicas.is_empty() {
+            return None;
+        }
+        let i = p.replicas.iter().position(|&r| r == node).map_or(0, |i| i + 1);
+        let next = p.replicas[i % p.replicas.len()];
+        Some((next, map.addr_of(next)?.to_owned()))
+    }
+
+    /// Writes one batch to its shard leader, following `NotLeader` hints and
+    /// trying other replicas until `deadline`.
+    pub async fn write_batch(&self, batch: &ShardBatch, request_id: &str, deadline: Instant) -> Result<()> {
+        let _t = metrics::Timer::new(&metrics::FORWARD_SECONDS);
+        let shard = batch.shard;
+        let mut map = self.shard_map()?;
+        let mut target = self.first_target(&map, shard)?;
+        let mut attempt: u32 = 0;
+        let mut last_reason = String::from("no attempt finished");
+        loop {
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(Error::Unavailable {
+                    shard,
+                    reason: format!("request deadline passed after {attempt} attempts; last: {last_reason}"),
+                });
+            }
+            attempt += 1;
+            let mut req = tonic::Request::new(WriteRequest {
+                shard,
+                request_id: request_id.to_owned(),
+                measurement: batch.measurement.clone(),
+                points_ipc: batch.points_ipc.to_vec(),
+                series_ipc: batch.series_ipc.to_vec(),
+                shard_map_epoch: map.epoch,
+            });
+            req.set_timeout(deadline - now);
+            let answer = match self.node_client(&target.1) {
+                Ok(mut c) => c.write(req).await,
+                Err(e) => Err(tonic::Status::internal(e.to_string())),
+            };
+            let backoff = match answer.map(|r| r.into_inner().result) {
+                Ok(Some(write_response::Result::Committed(_))) => {
+                    self.leaders.lock().insert(shard, target.clone());
+                    return Ok(());
+                }
+                Ok(Some(write_response::Result::NotLeader(nl))) => {
+                    last_reason = format!("node {} is not the leader", target.0);
+                    self.leaders.lock().remove(&shard);
+                    if !nl.leader_addr.is_empty() && nl.leader_hint != target.0 {
+                        target = (nl.leader_hint, nl.leader_addr);
+                        self.leaders.lock().insert(shard, target.clone());
+                        // A fresh hint is worth trying at once; bouncing
+                        // between stale hints backs off.
+                        attempt > 3
+                    } else {
+                        // Election in progress: try the next replica soon.
+                        target = self.next_replica(&map, shard, target.0).unwrap_or(target);
+                        true
+                    }
+                }
+                Ok(Some(write_response::Result::Unavailable(u))) => {
+                    last_reason = format!("node {}: {}", target.0, u.reason);
+                    self.leaders.lock().remove(&shard);
+                    target = self.next_replica(&map, shard, target.0).unwrap_or(target);
+                    true
+                }
+                Ok(Some(write_response::Result::Overloaded(o))) => {
+                    let after = Duration::from_millis(u64::from(o.retry_after_ms.max(1)));
+                    return Err(Error::Overloaded(
+                        format!("shard {shard} leader node {} overloaded: {}", target.0, o.reason),
+                        after,
+                    ));
+                }
+                Ok(Some(write_response::Result::Rejected(r))) => {
+                    return Err(Error::Rejected { shard, reason: r.reason });
+                }
+                Ok(None) => {
+                    last_reason = format!("node {} sent an empty answer", target.0);
+                    true
+                }
+                Err(status) => {
+                    last_reason = format!("node {} at {}: {}", target.0, target.1, status.message());
+                    tracing::debug!(shard, node = target.0, %status, "write attempt failed");
+                    self.leaders.lock().remove(&shard);
+                    target = self.next_replica(&map, shard, target.0).unwrap_or(target);
+                    true
+                }
+            };
+            if backoff {
+                let pause = Duration::from_millis(10u64 << attempt.min(5)).min(Duration::from_millis(250));
+                tokio::time::sleep_until((Instant::now() + pause).min(deadline)).await;
+                // A new map may have arrived while we waited.
+                if let Ok(m) = self.shard_map() {
+                    map = m;
+                }
+            }
+        }
+    }
+
+    /// Forwards every batch in parallel; Ok only when all committed.
+    pub async fn write_all(&self, batches: &[ShardBatch], request_id: &str, deadline: Instant) -> Result<()> {
+        let results = futures::future::join_all(
+            batches
+                .iter()
+                .enumerate()
+                .map(|(i, b)| async move { self.write_batch(b, &format!("{request_id}-{i}"), deadline).await }),
+        )
+        .await;
+        // Report the most actionable failure: a permanent rejection first,
+        // then overload (retry later), then unavailability.
+        let mut worst: Option<Error> = None;
+        for r in results {
+            if let Err(e) = r {
+                let rank = |e: &Error| match e {
+                    Error::Rejected { .. } => 3,
+                    Error::Overloaded(..) => 2,
+                    _ => 1,
+                };
+                if worst.as_ref().is_none_or(|w| rank(&e) > rank(w)) {
+                    worst = Some(e);
+                }
+            }
+        }
+        worst.map_or(Ok(()), Err)
+    }
+
+    /// Runs `sql` on one replica of every shard (leader preferred) and
+    /// returns each shard's Arrow IPC result.
+    pub async fn query_all(&self, sql: &str, deadline: Instant) -> Result<Vec<(u32, Vec<u8>)>> {
+        let map = self.shard_map()?;
+        let futs = (0..map.shard_count).map(|shard| {
+            let map = map.clone();
+            async move {
+                let mut target = self.first_target(&map, shard)?;
+                let tries = map.shard(shard).map_or(1, |p| p.replicas.len().max(1));
+                let mut last = String::new();
+                for _ in 0..tries {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        break;
+                    }
+                    let mut req = tonic::Request::new(QueryRequest {
+                        shard,
+                        sql: sql.to_owned(),
+                    });
+                    req.set_timeout(deadline - now);
+                    match self.node_client(&target.1)?.query(req).await {
+                        Ok(r) => return Ok((shard, r.into_inner().result_ipc)),
+                        Err(s) if s.code() == tonic::Code::InvalidArgument => {
+                            return Err(Error::BadRequest(format!(
+                                "shard {shard}: {}",
+                                s.message()
+                            )))
+                        }
+                        Err(s) => {
+                            last = format!("node {}: {}", target.0, s.message());
+                            target = self.next_replica(&map, shard, target.0).unwrap_or(target);
+                        }
+                    }
+                }
+                Err(Error::Unavailable {
+                    shard,
+                    reason: format!("query failed on every replica; last: {last}"),
+                })
+            }
+        });
+        futures::future::join_all(futs).await.into_iter().collect()
+    }
+}
+
+/// Keeps the cluster's shard map in sync with etcd: initial get, then a
+/// watch from the next revision; reconnects with backoff on any error.
+pub async fn watch_shard_map(cluster: Arc<Cluster>, endpoints: Vec<String>) {
+    let key = keys::shard_map(&cluster.cluster_name);
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        match watch_once(&cluster, &endpoints, &key).await {
+            Ok(()) => tracing::warn!("etcd watch ended; reconnecting"),
+            Err(e) => tracing::warn!(error = %e, "etcd shard map watch failed; retrying"),
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
+}
+
+async fn watch_once(cluster: &Cluster, endpoints: &[String], key: &str) -> Result<()> {
+    let mut client = etcd_client::Client::connect(endpoints, None).await?;
+    let resp = client.get(key, None).await?;
+    if let Some(kv) = resp.kvs().first() {
+        install(cluster, kv.value());
+    } else {
+        tracing::info!(key, "no shard map in etcd yet; waiting for it");
+    }
+    let rev = resp.header().map_or(0, |h| h.revision());
+    let mut stream = client
+        .watch(
+            key,
+            Some(etcd_client::WatchOptions::new().with_start_revision(rev + 1)),
+        )
+        .await?;
+    while let Some(resp) = stream.message().await? {
+        for ev in resp.events() {
+            if ev.event_type() == etcd_client::EventType::Put {
+                if let Some(kv) = ev.kv() {
+                    install(cluster, kv.value());
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn install(cluster: &Cluster, value: &[u8]) {
+    match serde_json::from_slice::<ShardMap>(value) {
+        Ok(map) => cluster.set_shard_map(map),
+        Err(e) => tracing::error!(error = %e, "shard map in etcd is not valid JSON ShardMap; keeping the old one"),
+    }
+}

@@ -1,0 +1,216 @@
+//! Router options: defaults -> optional TOML file (`--config`) -> env
+//! (`SHARDHOUSE_ROUTER_<FLAG>`) -> flags, validated at start.
+
+use crate::error::{Error, Result};
+use clap::Parser;
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// Everything the router can be told. Field names are the TOML keys.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RouterOptions {
+    /// HTTP ingest/query/metrics listener.
+    pub http_listen: String,
+    /// gRPC ingest listener.
+    pub grpc_listen: String,
+    /// etcd endpoints holding the shard map.
+    pub etcd_endpoints: Vec<String>,
+    /// Cluster name: etcd keys live under `/shardhouse/<cluster>/`.
+    pub cluster: String,
+    /// Accepted tokens; auth is off when empty.
+    pub auth_tokens: Vec<String>,
+    /// Largest accepted body, compressed or not (413 beyond it).
+    pub max_body_bytes: usize,
+    /// In-flight request bytes for the whole router (429 beyond it).
+    pub max_inflight_bytes: usize,
+    /// In-flight batch bytes per shard (429 beyond it).
+    pub max_shard_inflight_bytes: usize,
+    /// Series per database (0 = unlimited, not tracked).
+    pub max_series_per_db: usize,
+    /// Deadline of a write, including retries at new leaders.
+    pub request_timeout_ms: u64,
+    /// Seconds suggested in `Retry-After` when the router itself is full.
+    pub retry_after_secs: u64,
+}
+
+impl Default for RouterOptions {
+    fn default() -> Self {
+        RouterOptions {
+            http_listen: "127.0.0.1:8086".into(),
+            grpc_listen: "127.0.0.1:8087".into(),
+            etcd_endpoints: vec!["http://127.0.0.1:2379".into()],
+            cluster: "local".into(),
+            auth_tokens: vec![],
+            max_body_bytes: 64 << 20,
+            max_inflight_bytes: 512 << 20,
+            max_shard_inflight_bytes: 128 << 20,
+            max_series_per_db: 10_000_000,
+            request_timeout_ms: 10_000,
+            retry_after_secs: 1,
+        }
+    }
+}
+
+/// Command line; each flag also reads `SHARDHOUSE_ROUTER_<FLAG>`.
+#[derive(Debug, Default, Parser)]
+#[command(name = "shardhouse-router", version, about = "Shardhouse ingest router")]
+pub struct Flags {
+    /// TOML file with `RouterOptions` (see router/router.example.toml).
+    #[arg(long, env = "SHARDHOUSE_ROUTER_CONFIG")]
+    pub config: Option<PathBuf>,
+    #[arg(long, env = "SHARDHOUSE_ROUTER_HTTP_LISTEN")]
+    pub http_listen: Option<String>,
+    #[arg(long, env = "SHARDHOUSE_ROUTER_GRPC_LISTEN")]
+    pub grpc_listen: Option<String>,
+    /// Comma separated etcd URLs.
+    #[arg(long, env = "SHARDHOUSE_ROUTER_ETCD_ENDPOINTS", value_delimiter = ',')]
+    pub etcd_endpoints: Option<Vec<String>>,
+    #[arg(long, env = "SHARDHOUSE_ROUTER_CLUSTER")]
+    pub cluster: Option<String>,
+    /// Repeatable; the env var takes a comma separated list.
+    #[arg(long = "auth-token", env = "SHARDHOUSE_ROUTER_AUTH_TOKEN", value_delimiter = ',')]
+    pub auth_tokens: Option<Vec<String>>,
+    #[arg(long, env = "SHARDHOUSE_ROUTER_MAX_BODY_BYTES")]
+    pub max_body_bytes: Option<usize>,
+    #[arg(long, env = "SHARDHOUSE_ROUTER_MAX_INFLIGHT_BYTES")]
+    pub max_inflight_bytes: Option<usize>,
+    #[arg(long, env = "SHARDHOUSE_ROUTER_MAX_SHARD_INFLIGHT_BYTES")]
+    pub max_shard_inflight_bytes: Option<usize>,
+    #[arg(long, env = "SHARDHOUSE_ROUTER_MAX_SERIES_PER_DB")]
+    pub max_series_per_db: Option<usize>,
+    #[arg(long, env = "SHARDHOUSE_ROUTER_REQUEST_TIMEOUT_MS")]
+    pub request_timeout_ms: Option<u64>,
+}
+
+impl RouterOptions {
+    /// Parses a TOML document (unknown keys are errors).
+    pub fn from_toml(text: &str) -> Result<RouterOptions> {
+        toml::from_str(text).map_err(|e| Error::Config(e.to_string()))
+    }
+
+    /// Layers file, env and flags (clap merges env under flags) over the
+    /// defaults, then validates.
+    pub fn load(flags: Flags) -> Result<RouterOptions> {
+        let mut o = match &flags.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|e| {
+                    Error::Config(format!("reading config file {}: {e}", path.display()))
+                })?;
+                RouterOptions::from_toml(&text)
+                    .map_err(|e| Error::Config(format!("{}: {e}", path.display())))?
+            }
+            None => RouterOptions::default(),
+        };
+        macro_rules! over {
+            ($($f:ident),*) => { $( if let Some(v) = flags.$f { o.$f = v; } )* };
+        }
+        over!(
+            http_listen,
+            grpc_listen,
+            etcd_endpoints,
+            cluster,
+            auth_tokens,
+            max_body_bytes,
+            max_inflight_bytes,
+            max_shard_inflight_bytes,
+            max_series_per_db,
+            request_timeout_ms
+        );
+        o.validate()?;
+        Ok(o)
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        let addr = |name: &str, v: &str| {
+            v.parse::<SocketAddr>().map(|_| ()).map_err(|e| {
+                Error::Config(format!("{name} {v:?} is not host:port (e.g. 127.0.0.1:8086): {e}"))
+            })
+        };
+        addr("http_listen", &self.http_listen)?;
+        addr("grpc_listen", &self.grpc_listen)?;
+        if self.etcd_endpoints.is_empty() {
+            return Err(Error::Config("etcd_endpoints must list at least one URL".into()));
+        }
+        if self.cluster.is_empty() {
+            return Err(Error::Config("cluster must not be empty".into()));
+        }
+        if self.auth_tokens.iter().any(|t| t.is_empty()) {
+            return Err(Error::Config("auth tokens must not be empty strings".into()));
+        }
+        if self.max_body_bytes == 0 || self.max_body_bytes > u32::MAX as usize {
+            return Err(Error::Config(
+                "max_body_bytes must be between 1 and 4294967295".into(),
+            ));
+        }
+        if self.max_inflight_bytes < self.max_body_bytes {
+            return Err(Error::Config(format!(
+                "max_inflight_bytes ({}) must be at least max_body_bytes ({}) or no request fits",
+                self.max_inflight_bytes, self.max_body_bytes
+            )));
+        }
+        if self.max_shard_inflight_bytes == 0 {
+            return Err(Error::Config("max_shard_inflight_bytes must be > 0".into()));
+        }
+        if self.request_timeout_ms == 0 {
+            return Err(Error::Config("request_timeout_ms must be > 0".into()));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn example_config_parses_and_validates() {
+        let text = include_str!("../router.example.toml");
+        let o = RouterOptions::from_toml(text).expect("router.example.toml parses");
+        o.validate().expect("router.example.toml is valid");
+        assert_eq!(o.cluster, "local");
+        assert_eq!(o.max_series_per_db, 1_000_000);
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_rejected() {
+        assert!(RouterOptions::from_toml("no_such_key = 1").is_err());
+        let o = RouterOptions {
+            http_listen: "nope".into(),
+            ..Default::default()
+        };
+        assert!(o.validate().unwrap_err().to_string().contains("http_listen"));
+        let o = RouterOptions {
+            max_inflight_bytes: 10,
+            max_body_bytes: 100,
+            ..Default::default()
+        };
+        assert!(o.validate().is_err());
+    }
+
+    #[test]
+    fn flags_override_file_which_overrides_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.toml");
+        std::fs::write(&path, "cluster = \"from-file\"\nmax_body_bytes = 1000\nmax_inflight_bytes = 5000\n").unwrap();
+        let flags = Flags::try_parse_from([
+            "shardhouse-router",
+            "--config",
+            path.to_str().unwrap(),
+            "--max-body-bytes",
+            "2000",
+            "--auth-token",
+            "a",
+            "--auth-token",
+            "b",
+        ])
+        .unwrap();
+        let o = RouterOptions::load(flags).unwrap();
+        assert_eq!(o.cluster, "from-file");
+        assert_eq!(o.max_body_bytes, 2000);
+        assert_eq!(o.max_inflight_bytes, 5000);
+        assert_eq!(o.auth_tokens, vec!["a".to_string(), "b".to_string()]);
+        assert_eq!(o.grpc_listen, RouterOptions::default().grpc_listen);
+    }
+}

@@ -1,0 +1,143 @@
+//! Router metrics, names as in docs/contracts.md, in the default registry.
+
+use prometheus::{
+    register_histogram, register_histogram_vec, register_int_counter_vec, register_int_gauge,
+    register_int_gauge_vec, Histogram, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec,
+};
+use std::sync::LazyLock;
+use std::time::Instant;
+
+const BUCKETS: &[f64] = &[
+    0.000_01, 0.000_05, 0.000_1, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+    0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+macro_rules! must {
+    ($e:expr) => {
+        // Registration only fails on a duplicate name, a programming error.
+        $e.expect("metric registers once")
+    };
+}
+
+pub static REQUESTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    must!(register_int_counter_vec!(
+        "shardhouse_router_requests_total",
+        "Requests by endpoint and HTTP status",
+        &["endpoint", "status"]
+    ))
+});
+pub static POINTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    must!(register_int_counter_vec!(
+        "shardhouse_router_points_total",
+        "Points accepted and committed",
+        &["endpoint"]
+    ))
+});
+pub static BYTES: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    must!(register_int_counter_vec!(
+        "shardhouse_router_bytes_total",
+        "Request body bytes received (as sent, before decompression)",
+        &["endpoint"]
+    ))
+});
+pub static REJECTED: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    must!(register_int_counter_vec!(
+        "shardhouse_router_rejected_total",
+        "Rejections by reason (overloaded, cardinality: points; others: requests or points)",
+        &["reason"]
+    ))
+});
+pub static PARSE_SECONDS: LazyLock<HistogramVec> = LazyLock::new(|| {
+    must!(register_histogram_vec!(
+        "shardhouse_router_parse_seconds",
+        "Parse + series hashing + column build of one request",
+        &["endpoint"],
+        BUCKETS.to_vec()
+    ))
+});
+pub static SERIES_HASH_SECONDS: LazyLock<Histogram> = LazyLock::new(|| {
+    must!(register_histogram!(
+        "shardhouse_router_series_hash_seconds",
+        "Series resolution (parse tags, canonical key, series_id) of one request",
+        BUCKETS.to_vec()
+    ))
+});
+pub static BATCH_BUILD_SECONDS: LazyLock<Histogram> = LazyLock::new(|| {
+    must!(register_histogram!(
+        "shardhouse_router_batch_build_seconds",
+        "Arrow IPC encoding of one request's shard batches",
+        BUCKETS.to_vec()
+    ))
+});
+pub static FORWARD_SECONDS: LazyLock<Histogram> = LazyLock::new(|| {
+    must!(register_histogram!(
+        "shardhouse_router_forward_seconds",
+        "Node.Write of one shard batch, including retries",
+        BUCKETS.to_vec()
+    ))
+});
+pub static WRITE_SECONDS: LazyLock<HistogramVec> = LazyLock::new(|| {
+    must!(register_histogram_vec!(
+        "shardhouse_router_write_seconds",
+        "End to end: request in to ack",
+        &["endpoint"],
+        BUCKETS.to_vec()
+    ))
+});
+pub static INFLIGHT_BYTES: LazyLock<IntGauge> = LazyLock::new(|| {
+    must!(register_int_gauge!(
+        "shardhouse_router_inflight_bytes",
+        "Bytes of requests being processed"
+    ))
+});
+pub static SERIES_CARDINALITY: LazyLock<IntGaugeVec> = LazyLock::new(|| {
+    must!(register_int_gauge_vec!(
+        "shardhouse_router_series_cardinality",
+        "Series admitted per database since start",
+        &["db"]
+    ))
+});
+
+/// Registers every metric so `/metrics` lists them before first use.
+pub fn init() {
+    LazyLock::force(&REQUESTS);
+    LazyLock::force(&POINTS);
+    LazyLock::force(&BYTES);
+    LazyLock::force(&REJECTED);
+    LazyLock::force(&PARSE_SECONDS);
+    LazyLock::force(&SERIES_HASH_SECONDS);
+    LazyLock::force(&BATCH_BUILD_SECONDS);
+    LazyLock::force(&FORWARD_SECONDS);
+    LazyLock::force(&WRITE_SECONDS);
+    LazyLock::force(&INFLIGHT_BYTES);
+    LazyLock::force(&SERIES_CARDINALITY);
+}
+
+/// Observes the elapsed time into a histogram when dropped.
+pub struct Timer<'a> {
+    hist: &'a Histogram,
+    start: Instant,
+}
+
+impl<'a> Timer<'a> {
+    pub fn new(hist: &'a Histogram) -> Timer<'a> {
+        Timer {
+            hist,
+            start: Instant::now(),
+        }
+    }
+}
+
+impl Drop for Timer<'_> {
+    fn drop(&mut self) {
+        self.hist.observe(self.start.elapsed().as_secs_f64());
+    }
+}
+
+/// Prometheus text of the default registry.
+pub fn render() -> String {
+    let families = prometheus::gather();
+    prometheus::TextEncoder::new()
+        .encode_to_string(&families)
+        .unwrap_or_default()
+}

@@ -1,0 +1,577 @@
+//! HTTP/gRPC behaviour of an in-process router against in-process FAKE
+//! node gRPC servers (the node's Write/Query API, scripted per test).
+
+use arrow_array::{Array, RecordBatch, UInt64Array};
+use shardhouse_common::proto::node_server::{Node, NodeServer};
+use shardhouse_common::proto::{
+    write_response, Committed, NotLeader, Overloaded, QueryRequest, QueryResponse, Rejected,
+    WriteRequest, WriteResponse,
+};
+use shardhouse_common::shard_map::{NodeInfo, ShardMap};
+use shardhouse_router::cluster::Cluster;
+use shardhouse_router::config::RouterOptions;
+use shardhouse_router::RunningRouter;
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{Mutex, Notify};
+
+#[derive(Clone, Default)]
+enum Mode {
+    #[default]
+    Commit,
+    /// Answer NotLeader pointing at another node.
+    NotLeader(u64, String),
+    /// Hold every write until notified, then commit.
+    Hold(Arc<Notify>),
+    Overloaded,
+    Rejected(String),
+}
+
+#[derive(Default)]
+struct FakeState {
+    mode: Mode,
+    writes: Vec<WriteRequest>,
+}
+
+#[derive(Clone, Default)]
+struct FakeNode {
+    state: Arc<Mutex<FakeState>>,
+    /// Signalled when a write arrives (lets tests wait without sleeping).
+    arrived: Arc<Notify>,
+}
+
+fn decode(ipc: &[u8]) -> Vec<RecordBatch> {
+    arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(ipc.to_vec()), None)
+        .expect("valid Arrow IPC stream")
+        .map(|b| b.expect("valid batch"))
+        .collect()
+}
+
+#[tonic::async_trait]
+impl Node for FakeNode {
+    async fn write(
+        &self,
+        req: tonic::Request<WriteRequest>,
+    ) -> Result<tonic::Response<WriteResponse>, tonic::Status> {
+        let req = req.into_inner();
+        let mode = self.state.lock().await.mode.clone();
+        self.arrived.notify_one();
+        let result = match mode {
+            Mode::Commit => None,
+            Mode::Hold(n) => {
+                n.notified().await;
+                None
+            }
+            Mode::NotLeader(id, addr) => Some(write_response::Result::NotLeader(NotLeader {
+                leader_hint: id,
+                leader_addr: addr,
+            })),
+            Mode::Overloaded => Some(write_response::Result::Overloaded(Overloaded {
+                retry_after_ms: 2500,
+                reason: "apply queue full".into(),
+            })),
+            Mode::Rejected(r) => Some(write_response::Result::Rejected(Rejected { reason: r })),
+        };
+        let result = match result {
+            Some(r) => r,
+            None => {
+                self.state.lock().await.writes.push(req);
+                write_response::Result::Committed(Committed { index: 1, term: 1 })
+            }
+        };
+        Ok(tonic::Response::new(WriteResponse {
+            result: Some(result),
+        }))
+    }
+
+    /// Answers with every stored points batch of the shard (ignores the SQL).
+    async fn query(
+        &self,
+        req: tonic::Request<QueryRequest>,
+    ) -> Result<tonic::Response<QueryResponse>, tonic::Status> {
+        let shard = req.into_inner().shard;
+        let st = self.state.lock().await;
+        let batches: Vec<RecordBatch> = st
+            .writes
+            .iter()
+            .filter(|w| w.shard == shard)
+            .flat_map(|w| decode(&w.points_ipc))
+            .collect();
+        let mut out = Vec::new();
+        if let Some(first) = batches.first() {
+            let mut w =
+                arrow_ipc::writer::StreamWriter::try_new(&mut out, &first.schema()).unwrap();
+            for b in batches.iter().filter(|b| b.schema() == first.schema()) {
+                w.write(b).unwrap();
+            }
+            w.finish().unwrap();
+        }
+        Ok(tonic::Response::new(QueryResponse { result_ipc: out }))
+    }
+}
+
+impl FakeNode {
+    async fn set_mode(&self, m: Mode) {
+        self.state.lock().await.mode = m;
+    }
+    async fn rows(&self) -> usize {
+        self.state
+            .lock()
+            .await
+            .writes
+            .iter()
+            .flat_map(|w| decode(&w.points_ipc))
+            .map(|b| b.num_rows())
+            .sum()
+    }
+    async fn writes(&self) -> Vec<WriteRequest> {
+        self.state.lock().await.writes.clone()
+    }
+}
+
+async fn start_fake_node() -> (FakeNode, String) {
+    let node = FakeNode::default();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let svc = NodeServer::new(node.clone());
+    tokio::spawn(async move {
+        tonic::transport::Server::builder()
+            .add_service(svc)
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
+            .await
+            .unwrap();
+    });
+    (node, addr)
+}
+
+struct Harness {
+    router: RunningRouter,
+    nodes: Vec<FakeNode>,
+    addrs: Vec<String>,
+    client: reqwest::Client,
+}
+
+impl Harness {
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.router.http_addr)
+    }
+
+    async fn post(&self, path: &str, body: impl Into<reqwest::Body>) -> reqwest::Response {
+        self.client
+            .post(self.url(path))
+            .body(body)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    async fn total_rows(&self) -> usize {
+        let mut n = 0;
+        for node in &self.nodes {
+            n += node.rows().await;
+        }
+        n
+    }
+}
+
+/// `nodes` fake nodes, `shards` shards with rf 1; `tweak` edits options.
+async fn harness(nodes: usize, shards: u32, tweak: impl FnOnce(&mut RouterOptions)) -> Harness {
+    let mut fakes = Vec::new();
+    let mut addrs = Vec::new();
+    let mut infos = Vec::new();
+    for i in 0..nodes {
+        let (n, addr) = start_fake_node().await;
+        infos.push(NodeInfo {
+            node_id: i as u64 + 1,
+            grpc_addr: addr.clone(),
+            http_addr: "127.0.0.1:1".into(),
+            cores: 1,
+        });
+        fakes.push(n);
+        addrs.push(addr);
+    }
+    let mut opts = RouterOptions {
+        http_listen: "127.0.0.1:0".into(),
+        grpc_listen: "127.0.0.1:0".into(),
+        request_timeout_ms: 5_000,
+        ..Default::default()
+    };
+    tweak(&mut opts);
+    opts.validate().unwrap();
+    let cluster = Arc::new(Cluster::new(
+        "test",
+        opts.max_shard_inflight_bytes,
+        Duration::from_secs(1),
+    ));
+    cluster.set_shard_map(ShardMap::initial(shards, 1, infos));
+    let router = shardhouse_router::start(opts, cluster).await.unwrap();
+    Harness {
+        router,
+        nodes: fakes,
+        addrs,
+        client: reqwest::Client::new(),
+    }
+}
+
+async fn json_body(resp: reqwest::Response) -> serde_json::Value {
+    let text = resp.text().await.unwrap();
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partial_write_names_the_bad_line_and_writes_the_good_points() {
+    let h = harness(2, 4, |_| {}).await;
+    let body = "cpu,host=a usage=1.5 1000\n\
+                cpu,host=b usage=oops 1000\n\
+                # comment\n\
+                cpu,host=c usage=2.5 2000\n\
+                mem,host=a used=10i 3000\n";
+    let resp = h.post("/write?db=telegraf", body).await;
+    assert_eq!(resp.status(), 400);
+    assert!(resp.headers().contains_key("x-influxdb-error"));
+    let v = json_body(resp).await;
+    assert_eq!(v["code"], "invalid");
+    let msg = v["message"].as_str().unwrap();
+    assert!(msg.contains("line 2"), "{msg}");
+    assert!(msg.contains("usage") && msg.contains("oops"), "{msg}");
+    assert!(msg.contains("1 of 4 points rejected"), "{msg}");
+    assert_eq!(h.total_rows().await, 3, "the three good points reached the nodes");
+
+    // Read-back through the router: every good point, with a shard column.
+    let resp = h
+        .client
+        .get(h.url("/api/v1/sql"))
+        .query(&[("q", "SELECT * FROM cpu")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let rows = json_body(resp).await;
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    assert!(rows.iter().all(|r| r.get("shard").is_some() && r.get("series_id").is_some()));
+
+    // CSV read-back has a header and one line per row.
+    let resp = h
+        .client
+        .get(h.url("/api/v1/sql"))
+        .query(&[("q", "SELECT * FROM cpu"), ("format", "csv")])
+        .send()
+        .await
+        .unwrap();
+    let csv = resp.text().await.unwrap();
+    assert!(csv.lines().next().unwrap().contains("shard"), "{csv}");
+
+    // Non-SELECT statements are refused.
+    let resp = h
+        .client
+        .post(h.url("/api/v1/sql?q=DROP%20TABLE%20cpu"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 400);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_carry_the_contract_schema_and_series() {
+    let h = harness(1, 1, |_| {}).await;
+    let resp = h
+        .post(
+            "/api/v2/write?org=o&bucket=b&precision=s",
+            "cpu,host=a,region=eu v=1,n=2i,ok=t,s=\"x\",u=3u 7\ncpu,region=eu,host=a v=2 8\n",
+        )
+        .await;
+    assert_eq!(resp.status(), 204);
+    let writes = h.nodes[0].writes().await;
+    assert_eq!(writes.len(), 1, "one batch per (shard, measurement)");
+    let w = &writes[0];
+    assert_eq!(w.measurement, "cpu");
+    assert_eq!(w.shard_map_epoch, 1);
+    let b = &decode(&w.points_ipc)[0];
+    let names: Vec<String> = b.schema().fields().iter().map(|f| f.name().clone()).collect();
+    assert_eq!(names, ["time", "series_id", "v", "n", "ok", "s", "u"]);
+    assert!(!b.schema().field(0).is_nullable() && b.schema().field(2).is_nullable());
+    let ids = b.column(1).as_any().downcast_ref::<UInt64Array>().unwrap();
+    let want = shardhouse_common::series::series_id("cpu", &[("host", "a"), ("region", "eu")]);
+    assert_eq!((ids.value(0), ids.value(1)), (want, want), "tag order does not matter");
+    assert_eq!(b.column(3).null_count(), 1, "missing field is null");
+    let series = &decode(&w.series_ipc)[0];
+    assert_eq!(series.num_rows(), 1);
+    let tags = series
+        .column(2)
+        .as_any()
+        .downcast_ref::<arrow_array::StringArray>()
+        .unwrap();
+    assert_eq!(tags.value(0), "cpu,host=a,region=eu");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gzip_bodies_are_accepted_and_bad_gzip_is_400() {
+    let h = harness(1, 2, |_| {}).await;
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    enc.write_all(b"cpu,host=a v=1\ncpu,host=b v=2\n").unwrap();
+    let gz = enc.finish().unwrap();
+    let resp = h
+        .client
+        .post(h.url("/api/v2/write?bucket=b"))
+        .header("content-encoding", "gzip")
+        .body(gz)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 204);
+    assert_eq!(h.total_rows().await, 2);
+    let resp = h
+        .client
+        .post(h.url("/api/v2/write?bucket=b"))
+        .header("content-encoding", "gzip")
+        .body("not gzip")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 400);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_over_the_limit_are_413_compressed_or_not() {
+    let h = harness(1, 1, |o| o.max_body_bytes = 1000).await;
+    let big = "cpu v=1\n".repeat(200);
+    let resp = h.post("/write?db=d", big.clone()).await;
+    assert_eq!(resp.status(), 413);
+    // A small gzip body that inflates past the limit is refused too.
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    enc.write_all(big.as_bytes()).unwrap();
+    let gz = enc.finish().unwrap();
+    assert!(gz.len() < 1000);
+    let resp = h
+        .client
+        .post(h.url("/write?db=d"))
+        .header("content-encoding", "gzip")
+        .body(gz)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 413);
+    assert_eq!(h.total_rows().await, 0);
+    assert_eq!(h.post("/write?db=d", "cpu v=1\n").await.status(), 204);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auth_is_401_without_and_403_with_a_wrong_token() {
+    let h = harness(1, 1, |o| o.auth_tokens = vec!["s3cret".into()]).await;
+    let line = "cpu v=1\n";
+    assert_eq!(h.post("/api/v2/write?bucket=b", line).await.status(), 401);
+    let send = |path: &str, auth: Option<&str>| {
+        let mut r = h.client.post(h.url(path)).body(line);
+        if let Some(a) = auth {
+            r = r.header("authorization", a);
+        }
+        r.send()
+    };
+    assert_eq!(send("/api/v2/write?bucket=b", Some("Token wrong")).await.unwrap().status(), 403);
+    assert_eq!(send("/api/v2/write?bucket=b", Some("Token s3cret")).await.unwrap().status(), 204);
+    assert_eq!(send("/write?db=d&u=me&p=s3cret", None).await.unwrap().status(), 204);
+    assert_eq!(send("/write?db=d&u=me&p=nope", None).await.unwrap().status(), 403);
+    // Basic me:s3cret
+    assert_eq!(
+        send("/write?db=d", Some("Basic bWU6czNjcmV0")).await.unwrap().status(),
+        204
+    );
+    assert_eq!(h.total_rows().await, 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn saturated_shard_answers_429_with_retry_after() {
+    let h = harness(1, 1, |o| o.max_shard_inflight_bytes = 1).await;
+    let hold = Arc::new(Notify::new());
+    h.nodes[0].set_mode(Mode::Hold(hold.clone())).await;
+    let first = {
+        let c = h.client.clone();
+        let url = h.url("/write?db=d");
+        tokio::spawn(async move { c.post(url).body("cpu v=1\n").send().await.unwrap().status() })
+    };
+    // Wait until the first write is in flight at the node.
+    h.nodes[0].arrived.notified().await;
+    let resp = h.post("/write?db=d", "cpu v=2\n").await;
+    assert_eq!(resp.status(), 429);
+    let retry = resp.headers().get("retry-after").expect("Retry-After header");
+    assert!(retry.to_str().unwrap().parse::<u64>().unwrap() >= 1);
+    hold.notify_one();
+    assert_eq!(first.await.unwrap(), 204);
+    assert_eq!(h.total_rows().await, 1, "the refused write was not queued");
+    let metrics = h.client.get(h.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    assert!(metrics.contains("shardhouse_router_rejected_total{reason=\"overloaded\"}"), "{metrics}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn not_leader_is_retried_at_the_hint_and_node_verdicts_map_to_status() {
+    let h = harness(2, 1, |_| {}).await;
+    // Shard 0 is placed on node 1 only (rf 1); node 1 points at node 2.
+    h.nodes[0]
+        .set_mode(Mode::NotLeader(2, h.addrs[1].clone()))
+        .await;
+    assert_eq!(h.post("/write?db=d", "cpu v=1\n").await.status(), 204);
+    assert_eq!(h.nodes[1].rows().await, 1, "retried at the leader hint");
+    h.nodes[1].set_mode(Mode::Overloaded).await;
+    let resp = h.post("/write?db=d", "cpu v=1\n").await;
+    assert_eq!(resp.status(), 429);
+    assert_eq!(resp.headers()["retry-after"], "3");
+    h.nodes[1]
+        .set_mode(Mode::Rejected("field v is float, got integer".into()))
+        .await;
+    let resp = h.post("/write?db=d", "cpu v=1\n").await;
+    assert_eq!(resp.status(), 400);
+    let v = json_body(resp).await;
+    assert!(v["message"].as_str().unwrap().contains("field v is float"), "{v}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cardinality_limit_rejects_new_series_but_keeps_known_ones() {
+    let h = harness(1, 2, |o| o.max_series_per_db = 2).await;
+    let resp = h
+        .post("/write?db=small", "cpu,host=a v=1\ncpu,host=b v=1\ncpu,host=c v=1\ncpu,host=a v=2\n")
+        .await;
+    assert_eq!(resp.status(), 400);
+    let msg = json_body(resp).await["message"].as_str().unwrap().to_owned();
+    assert!(msg.contains("line 3") && msg.contains("\"small\"") && msg.contains("2"), "{msg}");
+    assert_eq!(h.total_rows().await, 3);
+    // Another database has its own budget.
+    assert_eq!(h.post("/write?db=other", "cpu,host=c v=1\n").await.status(), 204);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn field_type_conflicts_name_the_line() {
+    let h = harness(1, 1, |_| {}).await;
+    let resp = h.post("/write?db=d", "cpu v=1\ncpu v=2i\ncpu v=3\n").await;
+    assert_eq!(resp.status(), 400);
+    let msg = json_body(resp).await["message"].as_str().unwrap().to_owned();
+    assert!(msg.contains("line 2") && msg.contains("type conflict"), "{msg}");
+    assert_eq!(h.total_rows().await, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn msgpack_prometheus_and_grpc_writes_reach_the_nodes() {
+    let h = harness(1, 2, |_| {}).await;
+    // msgpack: array of {measurement, tags, fields, timestamp}.
+    #[derive(serde::Serialize)]
+    struct P {
+        measurement: &'static str,
+        tags: std::collections::BTreeMap<&'static str, &'static str>,
+        fields: std::collections::BTreeMap<&'static str, serde_json::Value>,
+        timestamp: i64,
+    }
+    let pts = vec![P {
+        measurement: "weather",
+        tags: [("city", "oslo")].into(),
+        fields: [
+            ("temp", serde_json::json!(3.5)),
+            ("n", serde_json::json!(4)),
+            ("ok", serde_json::json!(true)),
+            ("note", serde_json::json!("cold")),
+        ]
+        .into(),
+        timestamp: 1_000,
+    }];
+    let body = rmp_serde::to_vec_named(&pts).unwrap();
+    let resp = h.post("/api/v1/write/msgpack?db=d", body).await;
+    assert_eq!(resp.status(), 204, "{}", resp.text().await.unwrap());
+    let w = h.nodes[0].writes().await;
+    let b = &decode(&w.last().unwrap().points_ipc)[0];
+    let types: Vec<String> = b
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| format!("{}:{}", f.name(), f.data_type()))
+        .collect();
+    assert!(types.contains(&"n:Int64".to_string()), "{types:?}");
+    assert!(types.contains(&"temp:Float64".to_string()), "{types:?}");
+    assert!(types.contains(&"note:Utf8".to_string()), "{types:?}");
+
+    // Prometheus remote_write.
+    use shardhouse_common::prom_proto as pp;
+    let req = pp::WriteRequest {
+        timeseries: vec![pp::TimeSeries {
+            labels: vec![
+                pp::Label { name: "__name__".into(), value: "up".into() },
+                pp::Label { name: "job".into(), value: "node".into() },
+            ],
+            samples: vec![
+                pp::Sample { value: 1.0, timestamp: 1_700_000_000_000 },
+                pp::Sample { value: 0.0, timestamp: 1_700_000_015_000 },
+            ],
+        }],
+    };
+    let raw = prost::Message::encode_to_vec(&req);
+    let body = snap::raw::Encoder::new().compress_vec(&raw).unwrap();
+    let resp = h.post("/api/v1/prom/write", body).await;
+    assert_eq!(resp.status(), 204);
+    let w = h.nodes[0].writes().await;
+    let up = w.iter().find(|w| w.measurement == "up").expect("batch for metric up");
+    let b = &decode(&up.points_ipc)[0];
+    assert_eq!(b.num_rows(), 2);
+    assert_eq!(b.schema().field(2).name(), "value");
+    let tags = &decode(&up.series_ipc)[0];
+    let key = tags.column(2).as_any().downcast_ref::<arrow_array::StringArray>().unwrap();
+    assert_eq!(key.value(0), "up,job=node");
+
+    // gRPC unary and streaming.
+    use shardhouse_common::ingest_proto as ip;
+    let mut client = ip::ingest_client::IngestClient::connect(format!("http://{}", h.router.grpc_addr))
+        .await
+        .unwrap();
+    let point = |v: f64| ip::Point {
+        measurement: "grpc_m".into(),
+        tags: [("k".to_string(), "v".to_string())].into(),
+        fields: vec![ip::Field { key: "f".into(), value: Some(ip::field::Value::FloatValue(v)) }],
+        timestamp_ns: Some(5),
+    };
+    let r = client
+        .write(ip::WriteRequest { database: "d".into(), points: vec![point(1.0), point(2.0)] })
+        .await
+        .unwrap();
+    assert_eq!(r.into_inner().points_written, 2);
+    let msgs = vec![
+        ip::WriteRequest { database: "d".into(), points: vec![point(3.0)] },
+        ip::WriteRequest { database: "d".into(), points: vec![point(4.0), point(5.0)] },
+    ];
+    let r = client.write_stream(tokio_stream::iter(msgs)).await.unwrap();
+    assert_eq!(r.into_inner().points_written, 3);
+    // A bad point is INVALID_ARGUMENT naming it; the good one is written.
+    let mut bad = point(6.0);
+    bad.measurement.clear();
+    let err = client
+        .write(ip::WriteRequest { database: "d".into(), points: vec![point(7.0), bad] })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
+    assert!(err.message().contains("point 1"), "{}", err.message());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ping_health_ready_and_metrics() {
+    let h = harness(1, 1, |_| {}).await;
+    let get = |p: &str| h.client.get(h.url(p)).send();
+    assert_eq!(get("/ping").await.unwrap().status(), 204);
+    assert_eq!(get("/health").await.unwrap().status(), 200);
+    assert_eq!(get("/ready").await.unwrap().status(), 200);
+    assert_eq!(h.post("/write?db=d", "cpu v=1\n").await.status(), 204);
+    let text = get("/metrics").await.unwrap().text().await.unwrap();
+    for name in [
+        "shardhouse_router_requests_total",
+        "shardhouse_router_points_total",
+        "shardhouse_router_bytes_total",
+        "shardhouse_router_parse_seconds",
+        "shardhouse_router_series_hash_seconds",
+        "shardhouse_router_batch_build_seconds",
+        "shardhouse_router_forward_seconds",
+        "shardhouse_router_write_seconds",
+        "shardhouse_router_inflight_bytes",
+    ] {
+        assert!(text.contains(name), "{name} missing from /metrics");
+    }
+    assert!(text.contains("shardhouse_router_requests_total{endpoint=\"v1\",status=\"204\"}"));
+    // Missing db and bad precision are 400s.
+    assert_eq!(h.post("/write", "cpu v=1\n").await.status(), 400);
+    assert_eq!(h.post("/write?db=d&precision=x", "cpu v=1\n").await.status(), 400);
+}
