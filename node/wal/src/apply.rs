@@ -28,6 +28,9 @@ pub enum ApplyMsg {
     Register {
         handle: Arc<ShardHandle>,
         applied: u64,
+        /// Last index known to have carried data (conservatively `applied`
+        /// after a restart, 0 for a new replica).
+        last_data_index: u64,
         conf_index: u64,
         conf_state: ConfState,
     },
@@ -81,6 +84,7 @@ pub fn run(rx: Receiver<ApplyMsg>, sm: Arc<dyn StateMachine>) {
             ApplyMsg::Register {
                 handle,
                 applied,
+                last_data_index,
                 conf_index,
                 conf_state,
             } => {
@@ -90,7 +94,7 @@ pub fn run(rx: Receiver<ApplyMsg>, sm: Arc<dyn StateMachine>) {
                     ApplyShard {
                         handle,
                         applied,
-                        last_data_index: applied,
+                        last_data_index,
                         conf_history: VecDeque::from([(conf_index, conf_state)]),
                     },
                 );

@@ -324,6 +324,7 @@ impl Wal {
             let _ = inner.apply_tx(shard).send(ApplyMsg::Register {
                 handle: handle.clone(),
                 applied,
+                last_data_index: applied,
                 conf_index,
                 conf_state,
             });

@@ -582,15 +582,20 @@ impl Poller {
 
     fn create_peer(&mut self, shard: ShardId, voters: Vec<NodeId>) -> Result<()> {
         let mut cs = ConfState::default();
+        let bootstrap = !voters.is_empty();
         cs.voters = voters;
         let handle = Arc::new(ShardHandle::new(shard, self.idx));
-        let storage = ShardStorage::create(
+        let mut storage = ShardStorage::create(
             self.db.clone(),
             shard,
             cs.clone(),
             handle.snap.clone(),
             self.inner.apply_tx(shard),
         );
+        if bootstrap {
+            storage.bootstrap();
+        }
+        let start = storage.truncated_index();
         // Persist the replica's existence before anyone may rely on it.
         let mut wb = WriteBatch::default();
         storage.write_state(&mut wb);
@@ -599,11 +604,12 @@ impl Poller {
         self.db.write_opt(wb, &wo)?;
         let _ = self.inner.apply_tx(shard).send(ApplyMsg::Register {
             handle: handle.clone(),
-            applied: 0,
-            conf_index: 0,
+            applied: start,
+            last_data_index: 0,
+            conf_index: start,
             conf_state: cs,
         });
-        let peer = Peer::new(&self.inner, storage, handle.clone(), 0, &self.logger)?;
+        let peer = Peer::new(&self.inner, storage, handle.clone(), start, &self.logger)?;
         *handle.status.lock() = peer.status();
         self.inner.shards.write().insert(shard, handle);
         self.peers.insert(shard, peer);
@@ -782,8 +788,13 @@ impl Poller {
                     metrics::LEADERS.inc();
                 } else {
                     metrics::LEADERS.dec();
+                    // A transfer waiter stays: losing leadership is how a
+                    // transfer succeeds; it resolves when `to` is seen
+                    // leading, or at its deadline.
                     let hint = p.leader_hint();
+                    let transfer = p.transfer.take();
                     p.fail_waiters(|| WalError::NotLeader { leader_hint: hint });
+                    p.transfer = transfer;
                 }
             }
             if let Some(t) = &p.transfer {

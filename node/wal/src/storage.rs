@@ -47,6 +47,10 @@ pub struct ShardStorage {
     apply_tx: Sender<ApplyMsg>,
 }
 
+/// Log position every bootstrapped group starts from.
+pub const BOOTSTRAP_INDEX: u64 = 1;
+pub const BOOTSTRAP_TERM: u64 = 1;
+
 fn entry_bytes(e: &Entry) -> usize {
     e.data.len() + e.context.len() + 32
 }
@@ -75,6 +79,20 @@ impl ShardStorage {
             snap,
             apply_tx,
         }
+    }
+
+    /// Positions a new group's initial replicas at `BOOTSTRAP_INDEX` (as if
+    /// a snapshot with the initial voters had been applied), so the log
+    /// never holds the initial configuration as entries: a replica added
+    /// later always starts from a snapshot that carries the configuration.
+    pub fn bootstrap(&mut self) {
+        self.state.truncated_index = BOOTSTRAP_INDEX;
+        self.state.truncated_term = BOOTSTRAP_TERM;
+        self.state.conf_index = BOOTSTRAP_INDEX;
+        self.state.hard_state.term = BOOTSTRAP_TERM;
+        self.state.hard_state.commit = BOOTSTRAP_INDEX;
+        self.last_index = BOOTSTRAP_INDEX;
+        self.last_term = BOOTSTRAP_TERM;
     }
 
     /// Reloads a replica persisted in RocksDB.
