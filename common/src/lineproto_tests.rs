@@ -30,9 +30,17 @@ fn valid_lines_parse_as_expected() {
         ("cpu value=1", p("cpu", &[], &[("value", Float(1.0))], None)),
         (
             "cpu value=1 1700000000000000000",
-            p("cpu", &[], &[("value", Float(1.0))], Some(1_700_000_000_000_000_000)),
+            p(
+                "cpu",
+                &[],
+                &[("value", Float(1.0))],
+                Some(1_700_000_000_000_000_000),
+            ),
         ),
-        ("cpu value=1 -5", p("cpu", &[], &[("value", Float(1.0))], Some(-5))),
+        (
+            "cpu value=1 -5",
+            p("cpu", &[], &[("value", Float(1.0))], Some(-5)),
+        ),
         (
             "cpu value=1   123  ",
             p("cpu", &[], &[("value", Float(1.0))], Some(123)),
@@ -113,7 +121,12 @@ fn valid_lines_parse_as_expected() {
         // backslashes literal.
         (
             r#"m s="hello, world = yes" 1"#,
-            p("m", &[], &[("s", String("hello, world = yes".into()))], Some(1)),
+            p(
+                "m",
+                &[],
+                &[("s", String("hello, world = yes".into()))],
+                Some(1),
+            ),
         ),
         (
             r#"m s="say \"hi\"""#,
@@ -171,7 +184,11 @@ fn valid_lines_parse_as_expected() {
             p(
                 "m",
                 &[],
-                &[("f 1", Float(1.0)), ("f,2", Float(2.0)), ("f=3", Float(3.0))],
+                &[
+                    ("f 1", Float(1.0)),
+                    ("f,2", Float(2.0)),
+                    ("f=3", Float(3.0)),
+                ],
                 None,
             ),
         ),
@@ -211,14 +228,8 @@ fn invalid_lines_are_rejected_with_a_reason() {
         ("cpu a=1,a=2", E::DuplicateField("a".into())),
         ("cpu time=1", E::ReservedFieldKey("time".into())),
         ("cpu series_id=1i", E::ReservedFieldKey("series_id".into())),
-        (
-            r#"cpu s="open"#,
-            E::UnterminatedString("s".into()),
-        ),
-        (
-            r#"cpu s="a\""#,
-            E::UnterminatedString("s".into()),
-        ),
+        (r#"cpu s="open"#, E::UnterminatedString("s".into())),
+        (r#"cpu s="a\""#, E::UnterminatedString("s".into())),
         ("cpu v=1 abc", E::InvalidTimestamp("abc".into())),
         ("cpu v=1 1.5", E::InvalidTimestamp("1.5".into())),
         (
@@ -267,7 +278,9 @@ fn invalid_field_values_name_key_value_and_reason() {
     for (line, key, value, why) in cases {
         let err = parse_line(line.as_bytes()).expect_err(line);
         match &err {
-            LineProtocolError::InvalidFieldValue { key: k, value: v, .. } => {
+            LineProtocolError::InvalidFieldValue {
+                key: k, value: v, ..
+            } => {
                 assert_eq!((k.as_str(), v.as_str()), (*key, *value), "line {line:?}");
                 assert!(
                     err.to_string().contains(why),
@@ -287,7 +300,10 @@ fn body_iteration_numbers_lines_and_skips_blanks_and_comments() {
     assert_eq!(numbers, vec![3, 4, 5, 7]);
     assert!(got[0].1.is_ok() && got[1].1.is_ok() && got[3].1.is_ok());
     assert_eq!(got[2].1, Err(LineProtocolError::MissingFields));
-    assert_eq!(parse_line(b"cpu v=1\xff"), Err(LineProtocolError::InvalidUtf8));
+    assert_eq!(
+        parse_line(b"cpu v=1\xff"),
+        Err(LineProtocolError::InvalidUtf8)
+    );
 }
 
 #[test]
@@ -353,5 +369,8 @@ fn fuzz_corpus_never_panics() {
         let _ = parse_body(&body);
         n += 1;
     }
-    assert!(n >= 10, "expected a seed corpus of at least 10 files, found {n}");
+    assert!(
+        n >= 10,
+        "expected a seed corpus of at least 10 files, found {n}"
+    );
 }

@@ -177,15 +177,24 @@ impl FieldColumn {
         let (ty, array): (DataType, ArrayRef) = match &mut self.data {
             ColumnData::Float(v) => (
                 DataType::Float64,
-                Arc::new(Float64Array::new(ScalarBuffer::from(std::mem::take(v)), nulls)),
+                Arc::new(Float64Array::new(
+                    ScalarBuffer::from(std::mem::take(v)),
+                    nulls,
+                )),
             ),
             ColumnData::Integer(v) => (
                 DataType::Int64,
-                Arc::new(Int64Array::new(ScalarBuffer::from(std::mem::take(v)), nulls)),
+                Arc::new(Int64Array::new(
+                    ScalarBuffer::from(std::mem::take(v)),
+                    nulls,
+                )),
             ),
             ColumnData::Unsigned(v) => (
                 DataType::UInt64,
-                Arc::new(UInt64Array::new(ScalarBuffer::from(std::mem::take(v)), nulls)),
+                Arc::new(UInt64Array::new(
+                    ScalarBuffer::from(std::mem::take(v)),
+                    nulls,
+                )),
             ),
             ColumnData::String { offsets, data } => {
                 let offsets = OffsetBuffer::new(ScalarBuffer::from(std::mem::take(offsets)));
@@ -400,7 +409,9 @@ impl<'a> RequestBatch<'a> {
                 .iter()
                 .any(|r| r.as_bytes() == k)
             {
-                return Err(bad(LineProtocolError::ReservedFieldKey(lossy(k)).to_string()));
+                return Err(bad(
+                    LineProtocolError::ReservedFieldKey(lossy(k)).to_string()
+                ));
             }
             if fields.clone().take(i).any(|(k2, _)| k2 == k) {
                 return Err(bad(LineProtocolError::DuplicateField(lossy(k)).to_string()));
@@ -414,14 +425,15 @@ impl<'a> RequestBatch<'a> {
                 return Err(bad(LineProtocolError::EmptyTagKey.to_string()));
             }
             if v.is_empty() {
-                return Err(bad(LineProtocolError::EmptyTagValue((*k).into()).to_string()));
+                return Err(bad(
+                    LineProtocolError::EmptyTagValue((*k).into()).to_string()
+                ));
             }
             let ks = self.text_scratch.len();
             self.text_scratch.extend_from_slice(k.as_bytes());
             let vs = self.text_scratch.len();
             self.text_scratch.extend_from_slice(v.as_bytes());
-            self.tag_scratch
-                .push((ks, vs, vs, self.text_scratch.len()));
+            self.tag_scratch.push((ks, vs, vs, self.text_scratch.len()));
         }
         let text = &self.text_scratch;
         self.tag_scratch
@@ -431,9 +443,10 @@ impl<'a> RequestBatch<'a> {
             .windows(2)
             .find(|w| text[w[0].0..w[0].1] == text[w[1].0..w[1].1])
         {
-            return Err(bad(
-                LineProtocolError::DuplicateTag(lossy(&text[w[0].0..w[0].1])).to_string(),
-            ));
+            return Err(bad(LineProtocolError::DuplicateTag(lossy(
+                &text[w[0].0..w[0].1],
+            ))
+            .to_string()));
         }
         let mut key = std::mem::take(&mut self.key_scratch);
         shardhouse_common::series::canonical_key_into(
@@ -525,11 +538,20 @@ impl<'a> RequestBatch<'a> {
                 .map_err(|e| Error::Internal(format!("building points batch: {e}")))?;
             let points_ipc = encode_ipc(&points)?;
 
-            let mut ids = Vec::with_capacity(t.series.len());
-            let mut key_offsets = Vec::with_capacity(t.series.len() + 1);
+            // One raw spelling per slot: tag orders that differ in the text
+            // but not in the series share an id; list each series once.
+            let mut listed: Vec<(u64, u32)> = t
+                .series
+                .iter()
+                .map(|&s| (st.slots[s as usize].series_id, s))
+                .collect();
+            listed.sort_unstable();
+            listed.dedup_by_key(|(id, _)| *id);
+            let mut ids = Vec::with_capacity(listed.len());
+            let mut key_offsets = Vec::with_capacity(listed.len() + 1);
             let mut keys = Vec::new();
             key_offsets.push(0i32);
-            for &s in &t.series {
+            for &(_, s) in &listed {
                 let slot = &st.slots[s as usize];
                 ids.push(slot.series_id);
                 keys.extend_from_slice(&st.key_arena[slot.key.0 as usize..slot.key.1 as usize]);
@@ -540,9 +562,10 @@ impl<'a> RequestBatch<'a> {
                 series_schema(),
                 vec![
                     Arc::new(UInt64Array::from(ids)),
-                    Arc::new(StringArray::from_iter_values(
-                        std::iter::repeat_n(m.as_str(), t.series.len()),
-                    )),
+                    Arc::new(StringArray::from_iter_values(std::iter::repeat_n(
+                        m.as_str(),
+                        listed.len(),
+                    ))),
                     Arc::new(StringArray::new(
                         OffsetBuffer::new(ScalarBuffer::from(key_offsets)),
                         Buffer::from_vec(keys),

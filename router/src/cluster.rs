@@ -32,7 +32,11 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    pub fn new(cluster_name: &str, max_shard_inflight_bytes: usize, retry_after: Duration) -> Cluster {
+    pub fn new(
+        cluster_name: &str,
+        max_shard_inflight_bytes: usize,
+        retry_after: Duration,
+    ) -> Cluster {
         let (map_tx, _) = watch::channel(0);
         Cluster {
             cluster_name: cluster_name.to_owned(),
@@ -52,11 +56,19 @@ impl Cluster {
         let mut cur = self.map.write();
         if let Some(c) = cur.as_ref() {
             if map.epoch < c.epoch {
-                tracing::warn!(old = map.epoch, current = c.epoch, "ignoring older shard map");
+                tracing::warn!(
+                    old = map.epoch,
+                    current = c.epoch,
+                    "ignoring older shard map"
+                );
                 return;
             }
         }
-        tracing::info!(epoch = map.epoch, shards = map.shard_count, "shard map installed");
+        tracing::info!(
+            epoch = map.epoch,
+            shards = map.shard_count,
+            "shard map installed"
+        );
         let epoch = map.epoch;
         *cur = Some(Arc::new(map));
         drop(cur);
@@ -165,14 +177,23 @@ impl Cluster {
         if p.replicas.is_empty() {
             return None;
         }
-        let i = p.replicas.iter().position(|&r| r == node).map_or(0, |i| i + 1);
+        let i = p
+            .replicas
+            .iter()
+            .position(|&r| r == node)
+            .map_or(0, |i| i + 1);
         let next = p.replicas[i % p.replicas.len()];
         Some((next, map.addr_of(next)?.to_owned()))
     }
 
     /// Writes one batch to its shard leader, following `NotLeader` hints and
     /// trying other replicas until `deadline`.
-    pub async fn write_batch(&self, batch: &ShardBatch, request_id: &str, deadline: Instant) -> Result<()> {
+    pub async fn write_batch(
+        &self,
+        batch: &ShardBatch,
+        request_id: &str,
+        deadline: Instant,
+    ) -> Result<()> {
         let _t = metrics::Timer::new(&metrics::FORWARD_SECONDS);
         let shard = batch.shard;
         let mut map = self.shard_map()?;
@@ -184,7 +205,9 @@ impl Cluster {
             if now >= deadline {
                 return Err(Error::Unavailable {
                     shard,
-                    reason: format!("request deadline passed after {attempt} attempts; last: {last_reason}"),
+                    reason: format!(
+                        "request deadline passed after {attempt} attempts; last: {last_reason}"
+                    ),
                 });
             }
             attempt += 1;
@@ -230,19 +253,26 @@ impl Cluster {
                 Ok(Some(write_response::Result::Overloaded(o))) => {
                     let after = Duration::from_millis(u64::from(o.retry_after_ms.max(1)));
                     return Err(Error::Overloaded(
-                        format!("shard {shard} leader node {} overloaded: {}", target.0, o.reason),
+                        format!(
+                            "shard {shard} leader node {} overloaded: {}",
+                            target.0, o.reason
+                        ),
                         after,
                     ));
                 }
                 Ok(Some(write_response::Result::Rejected(r))) => {
-                    return Err(Error::Rejected { shard, reason: r.reason });
+                    return Err(Error::Rejected {
+                        shard,
+                        reason: r.reason,
+                    });
                 }
                 Ok(None) => {
                     last_reason = format!("node {} sent an empty answer", target.0);
                     true
                 }
                 Err(status) => {
-                    last_reason = format!("node {} at {}: {}", target.0, target.1, status.message());
+                    last_reason =
+                        format!("node {} at {}: {}", target.0, target.1, status.message());
                     tracing::debug!(shard, node = target.0, %status, "write attempt failed");
                     self.leaders.lock().remove(&shard);
                     target = self.next_replica(&map, shard, target.0).unwrap_or(target);
@@ -250,7 +280,8 @@ impl Cluster {
                 }
             };
             if backoff {
-                let pause = Duration::from_millis(10u64 << attempt.min(5)).min(Duration::from_millis(250));
+                let pause =
+                    Duration::from_millis(10u64 << attempt.min(5)).min(Duration::from_millis(250));
                 tokio::time::sleep_until((Instant::now() + pause).min(deadline)).await;
                 // A new map may have arrived while we waited.
                 if let Ok(m) = self.shard_map() {
@@ -261,14 +292,18 @@ impl Cluster {
     }
 
     /// Forwards every batch in parallel; Ok only when all committed.
-    pub async fn write_all(&self, batches: &[ShardBatch], request_id: &str, deadline: Instant) -> Result<()> {
-        let results = futures::future::join_all(
-            batches
-                .iter()
-                .enumerate()
-                .map(|(i, b)| async move { self.write_batch(b, &format!("{request_id}-{i}"), deadline).await }),
-        )
-        .await;
+    pub async fn write_all(
+        &self,
+        batches: &[ShardBatch],
+        request_id: &str,
+        deadline: Instant,
+    ) -> Result<()> {
+        let results =
+            futures::future::join_all(batches.iter().enumerate().map(|(i, b)| async move {
+                self.write_batch(b, &format!("{request_id}-{i}"), deadline)
+                    .await
+            }))
+            .await;
         // Report the most actionable failure: a permanent rejection first,
         // then overload (retry later), then unavailability.
         let mut worst: Option<Error> = None;
@@ -376,6 +411,8 @@ async fn watch_once(cluster: &Cluster, endpoints: &[String], key: &str) -> Resul
 fn install(cluster: &Cluster, value: &[u8]) {
     match serde_json::from_slice::<ShardMap>(value) {
         Ok(map) => cluster.set_shard_map(map),
-        Err(e) => tracing::error!(error = %e, "shard map in etcd is not valid JSON ShardMap; keeping the old one"),
+        Err(e) => {
+            tracing::error!(error = %e, "shard map in etcd is not valid JSON ShardMap; keeping the old one")
+        }
     }
 }

@@ -55,7 +55,11 @@ impl Default for RouterOptions {
 
 /// Command line; each flag also reads `SHARDHOUSE_ROUTER_<FLAG>`.
 #[derive(Debug, Default, Parser)]
-#[command(name = "shardhouse-router", version, about = "Shardhouse ingest router")]
+#[command(
+    name = "shardhouse-router",
+    version,
+    about = "Shardhouse ingest router"
+)]
 pub struct Flags {
     /// TOML file with `RouterOptions` (see router/router.example.toml).
     #[arg(long, env = "SHARDHOUSE_ROUTER_CONFIG")]
@@ -70,7 +74,11 @@ pub struct Flags {
     #[arg(long, env = "SHARDHOUSE_ROUTER_CLUSTER")]
     pub cluster: Option<String>,
     /// Repeatable; the env var takes a comma separated list.
-    #[arg(long = "auth-token", env = "SHARDHOUSE_ROUTER_AUTH_TOKEN", value_delimiter = ',')]
+    #[arg(
+        long = "auth-token",
+        env = "SHARDHOUSE_ROUTER_AUTH_TOKEN",
+        value_delimiter = ','
+    )]
     pub auth_tokens: Option<Vec<String>>,
     #[arg(long, env = "SHARDHOUSE_ROUTER_MAX_BODY_BYTES")]
     pub max_body_bytes: Option<usize>,
@@ -125,19 +133,25 @@ impl RouterOptions {
     pub fn validate(&self) -> Result<()> {
         let addr = |name: &str, v: &str| {
             v.parse::<SocketAddr>().map(|_| ()).map_err(|e| {
-                Error::Config(format!("{name} {v:?} is not host:port (e.g. 127.0.0.1:8086): {e}"))
+                Error::Config(format!(
+                    "{name} {v:?} is not host:port (e.g. 127.0.0.1:8086): {e}"
+                ))
             })
         };
         addr("http_listen", &self.http_listen)?;
         addr("grpc_listen", &self.grpc_listen)?;
         if self.etcd_endpoints.is_empty() {
-            return Err(Error::Config("etcd_endpoints must list at least one URL".into()));
+            return Err(Error::Config(
+                "etcd_endpoints must list at least one URL".into(),
+            ));
         }
         if self.cluster.is_empty() {
             return Err(Error::Config("cluster must not be empty".into()));
         }
         if self.auth_tokens.iter().any(|t| t.is_empty()) {
-            return Err(Error::Config("auth tokens must not be empty strings".into()));
+            return Err(Error::Config(
+                "auth tokens must not be empty strings".into(),
+            ));
         }
         if self.max_body_bytes == 0 || self.max_body_bytes > u32::MAX as usize {
             return Err(Error::Config(
@@ -180,7 +194,11 @@ mod tests {
             http_listen: "nope".into(),
             ..Default::default()
         };
-        assert!(o.validate().unwrap_err().to_string().contains("http_listen"));
+        assert!(o
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("http_listen"));
         let o = RouterOptions {
             max_inflight_bytes: 10,
             max_body_bytes: 100,
@@ -193,7 +211,11 @@ mod tests {
     fn flags_override_file_which_overrides_defaults() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("r.toml");
-        std::fs::write(&path, "cluster = \"from-file\"\nmax_body_bytes = 1000\nmax_inflight_bytes = 5000\n").unwrap();
+        std::fs::write(
+            &path,
+            "cluster = \"from-file\"\nmax_body_bytes = 1000\nmax_inflight_bytes = 5000\n",
+        )
+        .unwrap();
         let flags = Flags::try_parse_from([
             "shardhouse-router",
             "--config",

@@ -4,7 +4,9 @@ use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("request body exceeds the limit of {limit} bytes; split the write into smaller batches")]
+    #[error(
+        "request body exceeds the limit of {limit} bytes; split the write into smaller batches"
+    )]
     BodyTooLarge { limit: usize },
     #[error("authorization failed: {0}")]
     Unauthorized(String),

@@ -16,8 +16,7 @@ pub struct IngestService {
 
 pub fn server(router: Arc<Router>) -> IngestServer<IngestService> {
     let limit = router.options.max_body_bytes;
-    IngestServer::new(IngestService { router })
-        .max_decoding_message_size(limit)
+    IngestServer::new(IngestService { router }).max_decoding_message_size(limit)
 }
 
 fn authorize<T>(router: &Router, req: &Request<T>) -> Result<(), Status> {
@@ -39,8 +38,14 @@ fn authorize<T>(router: &Router, req: &Request<T>) -> Result<(), Status> {
 impl IngestService {
     async fn write_one(&self, req: WriteRequest, size: usize) -> Result<u64, Status> {
         let endpoint = "grpc";
-        let db = if req.database.is_empty() { "default" } else { req.database.as_str() };
-        crate::metrics::BYTES.with_label_values(&[endpoint]).inc_by(size as u64);
+        let db = if req.database.is_empty() {
+            "default"
+        } else {
+            req.database.as_str()
+        };
+        crate::metrics::BYTES
+            .with_label_values(&[endpoint])
+            .inc_by(size as u64);
         let res = self
             .router
             .write(endpoint, db, size, Precision::Nanosecond, |b| {
@@ -66,12 +71,19 @@ impl IngestService {
                         fields.push((f.key.as_bytes(), v));
                     }
                     if let Some(k) = missing {
-                        b.reject(i, RejectReason::BadPoint, format!("field {k:?} has no value"));
+                        b.reject(
+                            i,
+                            RejectReason::BadPoint,
+                            format!("field {k:?} has no value"),
+                        );
                         continue;
                     }
-                    if let Err((reason, msg)) =
-                        b.add_point(&p.measurement, &tags, fields.iter().copied(), p.timestamp_ns)
-                    {
+                    if let Err((reason, msg)) = b.add_point(
+                        &p.measurement,
+                        &tags,
+                        fields.iter().copied(),
+                        p.timestamp_ns,
+                    ) {
                         b.reject(i, reason, msg);
                     }
                 }
@@ -102,14 +114,19 @@ impl IngestService {
             Ok(_) => "200",
             Err(s) => code(s),
         };
-        crate::metrics::REQUESTS.with_label_values(&[endpoint, status]).inc();
+        crate::metrics::REQUESTS
+            .with_label_values(&[endpoint, status])
+            .inc();
         out
     }
 }
 
 #[tonic::async_trait]
 impl Ingest for IngestService {
-    async fn write(&self, request: Request<WriteRequest>) -> Result<Response<WriteResponse>, Status> {
+    async fn write(
+        &self,
+        request: Request<WriteRequest>,
+    ) -> Result<Response<WriteResponse>, Status> {
         authorize(&self.router, &request)?;
         let req = request.into_inner();
         let size = prost::Message::encoded_len(&req);
@@ -129,6 +146,8 @@ impl Ingest for IngestService {
             // On error, points of earlier messages stay written (documented).
             total += self.write_one(msg, size).await?;
         }
-        Ok(Response::new(WriteResponse { points_written: total }))
+        Ok(Response::new(WriteResponse {
+            points_written: total,
+        }))
     }
 }

@@ -53,7 +53,10 @@ fn error_response(endpoint: &'static str, e: &Error) -> Response {
     let body = serde_json::json!({ "code": e.influx_code(), "message": msg }).to_string();
     let mut resp = (status, body).into_response();
     let h = resp.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     if let Ok(v) = HeaderValue::from_str(&msg) {
         h.insert("x-influxdb-error", v);
     }
@@ -65,12 +68,19 @@ fn error_response(endpoint: &'static str, e: &Error) -> Response {
 }
 
 fn no_content(endpoint: &'static str) -> Response {
-    metrics::REQUESTS.with_label_values(&[endpoint, "204"]).inc();
+    metrics::REQUESTS
+        .with_label_values(&[endpoint, "204"])
+        .inc();
     StatusCode::NO_CONTENT.into_response()
 }
 
 /// Answer for a finished write: 204, or 400 naming the first bad point.
-fn write_response(endpoint: &'static str, unit: &str, r: Result<WriteOutcome>, started: Instant) -> Response {
+fn write_response(
+    endpoint: &'static str,
+    unit: &str,
+    r: Result<WriteOutcome>,
+    started: Instant,
+) -> Response {
     metrics::WRITE_SECONDS
         .with_label_values(&[endpoint])
         .observe(started.elapsed().as_secs_f64());
@@ -84,11 +94,16 @@ fn write_response(endpoint: &'static str, unit: &str, r: Result<WriteOutcome>, s
                         .with_label_values(&["bad_request"])
                         .inc_by(bad as u64);
                 }
-                metrics::REQUESTS.with_label_values(&[endpoint, "400"]).inc();
-                let body = serde_json::json!({ "code": "invalid", "message": e.to_string() }).to_string();
+                metrics::REQUESTS
+                    .with_label_values(&[endpoint, "400"])
+                    .inc();
+                let body =
+                    serde_json::json!({ "code": "invalid", "message": e.to_string() }).to_string();
                 let mut resp = (StatusCode::BAD_REQUEST, body).into_response();
-                resp.headers_mut()
-                    .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+                resp.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                );
                 if let Ok(v) = HeaderValue::from_str(&e.to_string()) {
                     resp.headers_mut().insert("x-influxdb-error", v);
                 }
@@ -103,10 +118,19 @@ fn write_response(endpoint: &'static str, unit: &str, r: Result<WriteOutcome>, s
 
 /// Token from `Authorization: Token <t>` / `Bearer <t>` / `Basic` (the
 /// password), or (v1) the `p` query parameter.
-fn presented_token(headers: &HeaderMap, params: Option<&HashMap<String, String>>) -> Option<String> {
-    if let Some(v) = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
+fn presented_token(
+    headers: &HeaderMap,
+    params: Option<&HashMap<String, String>>,
+) -> Option<String> {
+    if let Some(v) = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+    {
         let v = v.trim();
-        if let Some(t) = v.strip_prefix("Token ").or_else(|| v.strip_prefix("Bearer ")) {
+        if let Some(t) = v
+            .strip_prefix("Token ")
+            .or_else(|| v.strip_prefix("Bearer "))
+        {
             return Some(t.trim().to_owned());
         }
         if let Some(b) = v.strip_prefix("Basic ") {
@@ -128,8 +152,16 @@ pub fn check_token(tokens: &[String], presented: Option<String>) -> Result<()> {
         None => Err(Error::Unauthorized(
             "send `Authorization: Token <token>` (v1 also accepts u/p query or Basic auth)".into(),
         )),
-        Some(t) if tokens.iter().any(|k| constant_time_eq(k.as_bytes(), t.as_bytes())) => Ok(()),
-        Some(_) => Err(Error::Forbidden("the token is not valid for this router".into())),
+        Some(t)
+            if tokens
+                .iter()
+                .any(|k| constant_time_eq(k.as_bytes(), t.as_bytes())) =>
+        {
+            Ok(())
+        }
+        Some(_) => Err(Error::Forbidden(
+            "the token is not valid for this router".into(),
+        )),
     }
 }
 
@@ -221,11 +253,21 @@ fn precision_param(params: &HashMap<String, String>, v1: bool) -> Result<Precisi
 
 // ------------------------------------------------------------------ writes
 
-async fn write_v1(State(r): State<Arc<Router>>, Query(params): Params, headers: HeaderMap, body: Body) -> Response {
+async fn write_v1(
+    State(r): State<Arc<Router>>,
+    Query(params): Params,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
     write_lines(r, "v1", params, headers, body).await
 }
 
-async fn write_v2(State(r): State<Arc<Router>>, Query(params): Params, headers: HeaderMap, body: Body) -> Response {
+async fn write_v2(
+    State(r): State<Arc<Router>>,
+    Query(params): Params,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
     write_lines(r, "v2", params, headers, body).await
 }
 
@@ -243,13 +285,15 @@ async fn write_lines(
         let token = presented_token(&headers, v1.then_some(&params));
         check_token(&r.options.auth_tokens, token)?;
         let db = if v1 {
-            params.get("db").filter(|d| !d.is_empty()).ok_or_else(|| {
-                Error::BadRequest("database is required: add ?db=<name>".into())
-            })?
+            params
+                .get("db")
+                .filter(|d| !d.is_empty())
+                .ok_or_else(|| Error::BadRequest("database is required: add ?db=<name>".into()))?
         } else {
-            params.get("bucket").filter(|d| !d.is_empty()).ok_or_else(|| {
-                Error::BadRequest("bucket is required: add ?bucket=<name>".into())
-            })?
+            params
+                .get("bucket")
+                .filter(|d| !d.is_empty())
+                .ok_or_else(|| Error::BadRequest("bucket is required: add ?bucket=<name>".into()))?
         };
         let precision = precision_param(&params, v1)?;
         let body = read_body(&headers, body, r.options.max_body_bytes).await?;
@@ -263,7 +307,9 @@ async fn write_lines(
         Err(e) => return error_response(endpoint, &e),
     };
     let res = r
-        .write(endpoint, &db, body.len(), precision, |b| b.add_line_protocol(&body))
+        .write(endpoint, &db, body.len(), precision, |b| {
+            b.add_line_protocol(&body)
+        })
         .await;
     write_response(endpoint, "line", res, started)
 }
@@ -302,11 +348,19 @@ impl<'a> MsgValue<'a> {
     }
 }
 
-async fn write_msgpack(State(r): State<Arc<Router>>, Query(params): Params, headers: HeaderMap, body: Body) -> Response {
+async fn write_msgpack(
+    State(r): State<Arc<Router>>,
+    Query(params): Params,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
     let endpoint = "msgpack";
     let started = Instant::now();
     let prep = async {
-        check_token(&r.options.auth_tokens, presented_token(&headers, Some(&params)))?;
+        check_token(
+            &r.options.auth_tokens,
+            presented_token(&headers, Some(&params)),
+        )?;
         let precision = precision_param(&params, true)?;
         let db = params
             .get("db")
@@ -314,7 +368,9 @@ async fn write_msgpack(State(r): State<Arc<Router>>, Query(params): Params, head
             .cloned()
             .unwrap_or_else(|| "default".into());
         let body = read_body(&headers, body, r.options.max_body_bytes).await?;
-        metrics::BYTES.with_label_values(&[endpoint]).inc_by(body.len() as u64);
+        metrics::BYTES
+            .with_label_values(&[endpoint])
+            .inc_by(body.len() as u64);
         Ok::<_, Error>((db, precision, body))
     };
     let (db, precision, body) = match prep.await {
@@ -323,14 +379,12 @@ async fn write_msgpack(State(r): State<Arc<Router>>, Query(params): Params, head
     };
     let points: Vec<MsgPoint<'_>> = match rmp_serde::from_slice(&body) {
         Ok(p) => p,
-        Err(e) => {
-            return error_response(
-                endpoint,
-                &Error::BadRequest(format!(
-                    "body is not a msgpack array of {{measurement, tags, fields, timestamp}} maps: {e}"
-                )),
-            )
-        }
+        Err(e) => return error_response(
+            endpoint,
+            &Error::BadRequest(format!(
+                "body is not a msgpack array of {{measurement, tags, fields, timestamp}} maps: {e}"
+            )),
+        ),
     };
     let res = r
         .write(endpoint, &db, body.len(), precision, |b| {
@@ -348,7 +402,9 @@ async fn write_msgpack(State(r): State<Arc<Router>>, Query(params): Params, head
                         continue;
                     }
                 };
-                if let Err((reason, msg)) = b.add_point(p.measurement, &tags, fields.iter().copied(), time) {
+                if let Err((reason, msg)) =
+                    b.add_point(p.measurement, &tags, fields.iter().copied(), time)
+                {
                     b.reject(i, reason, msg);
                 }
             }
@@ -357,18 +413,28 @@ async fn write_msgpack(State(r): State<Arc<Router>>, Query(params): Params, head
     write_response(endpoint, "point", res, started)
 }
 
-async fn write_prom(State(r): State<Arc<Router>>, Query(params): Params, headers: HeaderMap, body: Body) -> Response {
+async fn write_prom(
+    State(r): State<Arc<Router>>,
+    Query(params): Params,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
     let endpoint = "prom";
     let started = Instant::now();
     let limit = r.options.max_body_bytes;
     let prep = async {
-        check_token(&r.options.auth_tokens, presented_token(&headers, Some(&params)))?;
+        check_token(
+            &r.options.auth_tokens,
+            presented_token(&headers, Some(&params)),
+        )?;
         let db = params
             .get("db")
             .cloned()
             .unwrap_or_else(|| "prometheus".into());
         let compressed = read_body(&HeaderMap::new(), body, limit).await?;
-        metrics::BYTES.with_label_values(&[endpoint]).inc_by(compressed.len() as u64);
+        metrics::BYTES
+            .with_label_values(&[endpoint])
+            .inc_by(compressed.len() as u64);
         let len = snap::raw::decompress_len(&compressed)
             .map_err(|e| Error::BadRequest(format!("body is not snappy block format: {e}")))?;
         if len > limit {
@@ -377,8 +443,9 @@ async fn write_prom(State(r): State<Arc<Router>>, Query(params): Params, headers
         let raw = snap::raw::Decoder::new()
             .decompress_vec(&compressed)
             .map_err(|e| Error::BadRequest(format!("body is not snappy block format: {e}")))?;
-        let req = <prom_proto::WriteRequest as prost::Message>::decode(&raw[..])
-            .map_err(|e| Error::BadRequest(format!("body is not a remote_write WriteRequest: {e}")))?;
+        let req = <prom_proto::WriteRequest as prost::Message>::decode(&raw[..]).map_err(|e| {
+            Error::BadRequest(format!("body is not a remote_write WriteRequest: {e}"))
+        })?;
         Ok::<_, Error>((db, req, compressed.len()))
     };
     let (db, req, size) = match prep.await {
@@ -400,7 +467,11 @@ async fn write_prom(State(r): State<Arc<Router>>, Query(params): Params, headers
                 );
                 for s in &ts.samples {
                     let Some(name) = name else {
-                        b.reject(i, crate::batch::RejectReason::BadPoint, "time series without a __name__ label".into());
+                        b.reject(
+                            i,
+                            crate::batch::RejectReason::BadPoint,
+                            "time series without a __name__ label".into(),
+                        );
                         i += 1;
                         continue;
                     };
@@ -408,7 +479,10 @@ async fn write_prom(State(r): State<Arc<Router>>, Query(params): Params, headers
                     let time = s.timestamp.checked_mul(1_000_000);
                     let res = match time {
                         Some(t) => b.add_point(&name.value, &tags, field.iter().copied(), Some(t)),
-                        None => Err((crate::batch::RejectReason::BadPoint, format!("timestamp {} ms out of range", s.timestamp))),
+                        None => Err((
+                            crate::batch::RejectReason::BadPoint,
+                            format!("timestamp {} ms out of range", s.timestamp),
+                        )),
                     };
                     if let Err((reason, msg)) = res {
                         b.reject(i, reason, msg);
@@ -423,10 +497,18 @@ async fn write_prom(State(r): State<Arc<Router>>, Query(params): Params, headers
 
 // ------------------------------------------------------------------ query
 
-async fn sql(State(r): State<Arc<Router>>, Query(params): Params, headers: HeaderMap, body: Body) -> Response {
+async fn sql(
+    State(r): State<Arc<Router>>,
+    Query(params): Params,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
     let endpoint = "sql";
     let res = async {
-        check_token(&r.options.auth_tokens, presented_token(&headers, Some(&params)))?;
+        check_token(
+            &r.options.auth_tokens,
+            presented_token(&headers, Some(&params)),
+        )?;
         let q = match params.get("q") {
             Some(q) => q.clone(),
             None => {
@@ -446,7 +528,9 @@ async fn sql(State(r): State<Arc<Router>>, Query(params): Params, headers: Heade
     .await;
     match res {
         Ok((content_type, body)) => {
-            metrics::REQUESTS.with_label_values(&[endpoint, "200"]).inc();
+            metrics::REQUESTS
+                .with_label_values(&[endpoint, "200"])
+                .inc();
             ([(header::CONTENT_TYPE, content_type)], body).into_response()
         }
         Err(e) => error_response(endpoint, &e),
@@ -461,15 +545,13 @@ fn form_decode(s: &str) -> String {
     while i < b.len() {
         match b[i] {
             b'+' => out.push(b' '),
-            b'%' if i + 2 < b.len() => {
-                match (hex(b[i + 1]), hex(b[i + 2])) {
-                    (Some(h), Some(l)) => {
-                        out.push(h * 16 + l);
-                        i += 2;
-                    }
-                    _ => out.push(b'%'),
+            b'%' if i + 2 < b.len() => match (hex(b[i + 1]), hex(b[i + 2])) {
+                (Some(h), Some(l)) => {
+                    out.push(h * 16 + l);
+                    i += 2;
                 }
-            }
+                _ => out.push(b'%'),
+            },
             c => out.push(c),
         }
         i += 1;
@@ -481,8 +563,10 @@ fn form_decode(s: &str) -> String {
 
 async fn ping() -> Response {
     let mut resp = StatusCode::NO_CONTENT.into_response();
-    resp.headers_mut()
-        .insert("x-influxdb-version", HeaderValue::from_static("shardhouse-1.8"));
+    resp.headers_mut().insert(
+        "x-influxdb-version",
+        HeaderValue::from_static("shardhouse-1.8"),
+    );
     resp
 }
 
@@ -522,7 +606,10 @@ mod tests {
         assert_eq!(base64_decode("YQ").unwrap(), b"a");
         assert!(base64_decode("!!").is_none());
         let mut h = HeaderMap::new();
-        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Basic dXNlcjpzZWNyZXQ="));
+        h.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Basic dXNlcjpzZWNyZXQ="),
+        );
         assert_eq!(presented_token(&h, None).as_deref(), Some("secret"));
     }
 
@@ -530,9 +617,14 @@ mod tests {
     fn missing_token_is_401_wrong_token_is_403() {
         let tokens = vec!["t1".to_string()];
         assert!(check_token(&[], None).is_ok());
-        assert_eq!(check_token(&tokens, None).unwrap_err().status(), StatusCode::UNAUTHORIZED);
         assert_eq!(
-            check_token(&tokens, Some("nope".into())).unwrap_err().status(),
+            check_token(&tokens, None).unwrap_err().status(),
+            StatusCode::UNAUTHORIZED
+        );
+        assert_eq!(
+            check_token(&tokens, Some("nope".into()))
+                .unwrap_err()
+                .status(),
             StatusCode::FORBIDDEN
         );
         assert!(check_token(&tokens, Some("t1".into())).is_ok());

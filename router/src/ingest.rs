@@ -143,7 +143,8 @@ impl Router {
             self.request_prefix,
             self.request_seq.fetch_add(1, Ordering::Relaxed)
         );
-        let span = tracing::debug_span!("forward", request_id = %request_id, batches = batches.len());
+        let span =
+            tracing::debug_span!("forward", request_id = %request_id, batches = batches.len());
         self.cluster
             .write_all(&batches, &request_id, deadline)
             .instrument(span)

@@ -13,8 +13,7 @@ use std::time::Duration;
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -24,7 +23,10 @@ async fn main() -> anyhow::Result<()> {
         options.max_shard_inflight_bytes,
         Duration::from_secs(options.retry_after_secs.max(1)),
     ));
-    tokio::spawn(watch_shard_map(cluster.clone(), options.etcd_endpoints.clone()));
+    tokio::spawn(watch_shard_map(
+        cluster.clone(),
+        options.etcd_endpoints.clone(),
+    ));
     let mut running = shardhouse_router::start(options, cluster)
         .await
         .context("starting listeners")?;

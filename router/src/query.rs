@@ -50,8 +50,7 @@ fn with_shard_column(batch: &RecordBatch, shard: u32) -> Result<RecordBatch> {
 /// with a header line. Returns `(content type, body)`.
 pub async fn run(router: &Router, q: &str, csv: bool) -> Result<(&'static str, Vec<u8>)> {
     let sql = validate_select(q)?;
-    let deadline =
-        Instant::now() + Duration::from_millis(router.options.request_timeout_ms);
+    let deadline = Instant::now() + Duration::from_millis(router.options.request_timeout_ms);
     let results = router.cluster.query_all(&sql, deadline).await?;
     let mut batches = Vec::new();
     for (shard, ipc) in results {
@@ -61,7 +60,8 @@ pub async fn run(router: &Router, q: &str, csv: bool) -> Result<(&'static str, V
         let reader = arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(ipc), None)
             .map_err(|e| Error::Internal(format!("shard {shard} sent bad Arrow IPC: {e}")))?;
         for b in reader {
-            let b = b.map_err(|e| Error::Internal(format!("shard {shard} sent bad Arrow IPC: {e}")))?;
+            let b =
+                b.map_err(|e| Error::Internal(format!("shard {shard} sent bad Arrow IPC: {e}")))?;
             batches.push(with_shard_column(&b, shard)?);
         }
     }
@@ -100,7 +100,12 @@ mod tests {
     fn only_single_selects_pass() {
         assert_eq!(validate_select(" select 1; ").unwrap(), "select 1");
         assert!(validate_select("SELECT count() FROM cpu").is_ok());
-        for bad in ["INSERT INTO t VALUES (1)", "DROP TABLE cpu", "select 1; drop table x", ""] {
+        for bad in [
+            "INSERT INTO t VALUES (1)",
+            "DROP TABLE cpu",
+            "select 1; drop table x",
+            "",
+        ] {
             assert!(validate_select(bad).is_err(), "{bad}");
         }
     }
@@ -115,7 +120,10 @@ mod tests {
         let b = with_shard_column(&b, 3).unwrap();
         let (_, json) = encode(&[b.clone()], false).unwrap();
         let rows: serde_json::Value = serde_json::from_slice(&json).unwrap();
-        assert_eq!(rows, serde_json::json!([{"v": 7, "shard": 3}, {"v": 8, "shard": 3}]));
+        assert_eq!(
+            rows,
+            serde_json::json!([{"v": 7, "shard": 3}, {"v": 8, "shard": 3}])
+        );
         let (_, csv) = encode(&[b], true).unwrap();
         assert_eq!(String::from_utf8(csv).unwrap(), "v,shard\n7,3\n8,3\n");
         assert_eq!(encode(&[], false).unwrap().1, b"[]");

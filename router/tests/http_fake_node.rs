@@ -85,17 +85,26 @@ impl Node for FakeNode {
         }))
     }
 
-    /// Answers with every stored points batch of the shard (ignores the SQL).
+    /// Answers `SELECT * FROM <m>` with every stored points batch of the
+    /// shard and measurement (a stand-in for the node's chDB).
     async fn query(
         &self,
         req: tonic::Request<QueryRequest>,
     ) -> Result<tonic::Response<QueryResponse>, tonic::Status> {
-        let shard = req.into_inner().shard;
+        let req = req.into_inner();
+        let shard = req.shard;
+        let table = req
+            .sql
+            .split_whitespace()
+            .skip_while(|w| !w.eq_ignore_ascii_case("from"))
+            .nth(1)
+            .unwrap_or_default()
+            .to_owned();
         let st = self.state.lock().await;
         let batches: Vec<RecordBatch> = st
             .writes
             .iter()
-            .filter(|w| w.shard == shard)
+            .filter(|w| w.shard == shard && w.measurement == table)
             .flat_map(|w| decode(&w.points_ipc))
             .collect();
         let mut out = Vec::new();
@@ -236,7 +245,11 @@ async fn partial_write_names_the_bad_line_and_writes_the_good_points() {
     assert!(msg.contains("line 2"), "{msg}");
     assert!(msg.contains("usage") && msg.contains("oops"), "{msg}");
     assert!(msg.contains("1 of 4 points rejected"), "{msg}");
-    assert_eq!(h.total_rows().await, 3, "the three good points reached the nodes");
+    assert_eq!(
+        h.total_rows().await,
+        3,
+        "the three good points reached the nodes"
+    );
 
     // Read-back through the router: every good point, with a shard column.
     let resp = h
@@ -249,8 +262,10 @@ async fn partial_write_names_the_bad_line_and_writes_the_good_points() {
     assert_eq!(resp.status(), 200);
     let rows = json_body(resp).await;
     let rows = rows.as_array().unwrap();
-    assert_eq!(rows.len(), 3, "{rows:?}");
-    assert!(rows.iter().all(|r| r.get("shard").is_some() && r.get("series_id").is_some()));
+    assert_eq!(rows.len(), 2, "the two good cpu points: {rows:?}");
+    assert!(rows
+        .iter()
+        .all(|r| r.get("shard").is_some() && r.get("series_id").is_some()));
 
     // CSV read-back has a header and one line per row.
     let resp = h
@@ -289,12 +304,21 @@ async fn batches_carry_the_contract_schema_and_series() {
     assert_eq!(w.measurement, "cpu");
     assert_eq!(w.shard_map_epoch, 1);
     let b = &decode(&w.points_ipc)[0];
-    let names: Vec<String> = b.schema().fields().iter().map(|f| f.name().clone()).collect();
+    let names: Vec<String> = b
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
     assert_eq!(names, ["time", "series_id", "v", "n", "ok", "s", "u"]);
     assert!(!b.schema().field(0).is_nullable() && b.schema().field(2).is_nullable());
     let ids = b.column(1).as_any().downcast_ref::<UInt64Array>().unwrap();
     let want = shardhouse_common::series::series_id("cpu", &[("host", "a"), ("region", "eu")]);
-    assert_eq!((ids.value(0), ids.value(1)), (want, want), "tag order does not matter");
+    assert_eq!(
+        (ids.value(0), ids.value(1)),
+        (want, want),
+        "tag order does not matter"
+    );
     assert_eq!(b.column(3).null_count(), 1, "missing field is null");
     let series = &decode(&w.series_ipc)[0];
     assert_eq!(series.num_rows(), 1);
@@ -369,13 +393,40 @@ async fn auth_is_401_without_and_403_with_a_wrong_token() {
         }
         r.send()
     };
-    assert_eq!(send("/api/v2/write?bucket=b", Some("Token wrong")).await.unwrap().status(), 403);
-    assert_eq!(send("/api/v2/write?bucket=b", Some("Token s3cret")).await.unwrap().status(), 204);
-    assert_eq!(send("/write?db=d&u=me&p=s3cret", None).await.unwrap().status(), 204);
-    assert_eq!(send("/write?db=d&u=me&p=nope", None).await.unwrap().status(), 403);
+    assert_eq!(
+        send("/api/v2/write?bucket=b", Some("Token wrong"))
+            .await
+            .unwrap()
+            .status(),
+        403
+    );
+    assert_eq!(
+        send("/api/v2/write?bucket=b", Some("Token s3cret"))
+            .await
+            .unwrap()
+            .status(),
+        204
+    );
+    assert_eq!(
+        send("/write?db=d&u=me&p=s3cret", None)
+            .await
+            .unwrap()
+            .status(),
+        204
+    );
+    assert_eq!(
+        send("/write?db=d&u=me&p=nope", None)
+            .await
+            .unwrap()
+            .status(),
+        403
+    );
     // Basic me:s3cret
     assert_eq!(
-        send("/write?db=d", Some("Basic bWU6czNjcmV0")).await.unwrap().status(),
+        send("/write?db=d", Some("Basic bWU6czNjcmV0"))
+            .await
+            .unwrap()
+            .status(),
         204
     );
     assert_eq!(h.total_rows().await, 3);
@@ -395,13 +446,27 @@ async fn saturated_shard_answers_429_with_retry_after() {
     h.nodes[0].arrived.notified().await;
     let resp = h.post("/write?db=d", "cpu v=2\n").await;
     assert_eq!(resp.status(), 429);
-    let retry = resp.headers().get("retry-after").expect("Retry-After header");
+    let retry = resp
+        .headers()
+        .get("retry-after")
+        .expect("Retry-After header");
     assert!(retry.to_str().unwrap().parse::<u64>().unwrap() >= 1);
     hold.notify_one();
     assert_eq!(first.await.unwrap(), 204);
     assert_eq!(h.total_rows().await, 1, "the refused write was not queued");
-    let metrics = h.client.get(h.url("/metrics")).send().await.unwrap().text().await.unwrap();
-    assert!(metrics.contains("shardhouse_router_rejected_total{reason=\"overloaded\"}"), "{metrics}");
+    let metrics = h
+        .client
+        .get(h.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("shardhouse_router_rejected_total{reason=\"overloaded\"}"),
+        "{metrics}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -423,21 +488,36 @@ async fn not_leader_is_retried_at_the_hint_and_node_verdicts_map_to_status() {
     let resp = h.post("/write?db=d", "cpu v=1\n").await;
     assert_eq!(resp.status(), 400);
     let v = json_body(resp).await;
-    assert!(v["message"].as_str().unwrap().contains("field v is float"), "{v}");
+    assert!(
+        v["message"].as_str().unwrap().contains("field v is float"),
+        "{v}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cardinality_limit_rejects_new_series_but_keeps_known_ones() {
     let h = harness(1, 2, |o| o.max_series_per_db = 2).await;
     let resp = h
-        .post("/write?db=small", "cpu,host=a v=1\ncpu,host=b v=1\ncpu,host=c v=1\ncpu,host=a v=2\n")
+        .post(
+            "/write?db=small",
+            "cpu,host=a v=1\ncpu,host=b v=1\ncpu,host=c v=1\ncpu,host=a v=2\n",
+        )
         .await;
     assert_eq!(resp.status(), 400);
-    let msg = json_body(resp).await["message"].as_str().unwrap().to_owned();
-    assert!(msg.contains("line 3") && msg.contains("\"small\"") && msg.contains("2"), "{msg}");
+    let msg = json_body(resp).await["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        msg.contains("line 3") && msg.contains("\"small\"") && msg.contains("2"),
+        "{msg}"
+    );
     assert_eq!(h.total_rows().await, 3);
     // Another database has its own budget.
-    assert_eq!(h.post("/write?db=other", "cpu,host=c v=1\n").await.status(), 204);
+    assert_eq!(
+        h.post("/write?db=other", "cpu,host=c v=1\n").await.status(),
+        204
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -445,8 +525,14 @@ async fn field_type_conflicts_name_the_line() {
     let h = harness(1, 1, |_| {}).await;
     let resp = h.post("/write?db=d", "cpu v=1\ncpu v=2i\ncpu v=3\n").await;
     assert_eq!(resp.status(), 400);
-    let msg = json_body(resp).await["message"].as_str().unwrap().to_owned();
-    assert!(msg.contains("line 2") && msg.contains("type conflict"), "{msg}");
+    let msg = json_body(resp).await["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        msg.contains("line 2") && msg.contains("type conflict"),
+        "{msg}"
+    );
     assert_eq!(h.total_rows().await, 2);
 }
 
@@ -493,12 +579,24 @@ async fn msgpack_prometheus_and_grpc_writes_reach_the_nodes() {
     let req = pp::WriteRequest {
         timeseries: vec![pp::TimeSeries {
             labels: vec![
-                pp::Label { name: "__name__".into(), value: "up".into() },
-                pp::Label { name: "job".into(), value: "node".into() },
+                pp::Label {
+                    name: "__name__".into(),
+                    value: "up".into(),
+                },
+                pp::Label {
+                    name: "job".into(),
+                    value: "node".into(),
+                },
             ],
             samples: vec![
-                pp::Sample { value: 1.0, timestamp: 1_700_000_000_000 },
-                pp::Sample { value: 0.0, timestamp: 1_700_000_015_000 },
+                pp::Sample {
+                    value: 1.0,
+                    timestamp: 1_700_000_000_000,
+                },
+                pp::Sample {
+                    value: 0.0,
+                    timestamp: 1_700_000_015_000,
+                },
             ],
         }],
     };
@@ -507,33 +605,53 @@ async fn msgpack_prometheus_and_grpc_writes_reach_the_nodes() {
     let resp = h.post("/api/v1/prom/write", body).await;
     assert_eq!(resp.status(), 204);
     let w = h.nodes[0].writes().await;
-    let up = w.iter().find(|w| w.measurement == "up").expect("batch for metric up");
+    let up = w
+        .iter()
+        .find(|w| w.measurement == "up")
+        .expect("batch for metric up");
     let b = &decode(&up.points_ipc)[0];
     assert_eq!(b.num_rows(), 2);
     assert_eq!(b.schema().field(2).name(), "value");
     let tags = &decode(&up.series_ipc)[0];
-    let key = tags.column(2).as_any().downcast_ref::<arrow_array::StringArray>().unwrap();
+    let key = tags
+        .column(2)
+        .as_any()
+        .downcast_ref::<arrow_array::StringArray>()
+        .unwrap();
     assert_eq!(key.value(0), "up,job=node");
 
     // gRPC unary and streaming.
     use shardhouse_common::ingest_proto as ip;
-    let mut client = ip::ingest_client::IngestClient::connect(format!("http://{}", h.router.grpc_addr))
-        .await
-        .unwrap();
+    let mut client =
+        ip::ingest_client::IngestClient::connect(format!("http://{}", h.router.grpc_addr))
+            .await
+            .unwrap();
     let point = |v: f64| ip::Point {
         measurement: "grpc_m".into(),
         tags: [("k".to_string(), "v".to_string())].into(),
-        fields: vec![ip::Field { key: "f".into(), value: Some(ip::field::Value::FloatValue(v)) }],
+        fields: vec![ip::Field {
+            key: "f".into(),
+            value: Some(ip::field::Value::FloatValue(v)),
+        }],
         timestamp_ns: Some(5),
     };
     let r = client
-        .write(ip::WriteRequest { database: "d".into(), points: vec![point(1.0), point(2.0)] })
+        .write(ip::WriteRequest {
+            database: "d".into(),
+            points: vec![point(1.0), point(2.0)],
+        })
         .await
         .unwrap();
     assert_eq!(r.into_inner().points_written, 2);
     let msgs = vec![
-        ip::WriteRequest { database: "d".into(), points: vec![point(3.0)] },
-        ip::WriteRequest { database: "d".into(), points: vec![point(4.0), point(5.0)] },
+        ip::WriteRequest {
+            database: "d".into(),
+            points: vec![point(3.0)],
+        },
+        ip::WriteRequest {
+            database: "d".into(),
+            points: vec![point(4.0), point(5.0)],
+        },
     ];
     let r = client.write_stream(tokio_stream::iter(msgs)).await.unwrap();
     assert_eq!(r.into_inner().points_written, 3);
@@ -541,7 +659,10 @@ async fn msgpack_prometheus_and_grpc_writes_reach_the_nodes() {
     let mut bad = point(6.0);
     bad.measurement.clear();
     let err = client
-        .write(ip::WriteRequest { database: "d".into(), points: vec![point(7.0), bad] })
+        .write(ip::WriteRequest {
+            database: "d".into(),
+            points: vec![point(7.0), bad],
+        })
         .await
         .unwrap_err();
     assert_eq!(err.code(), tonic::Code::InvalidArgument);
@@ -573,5 +694,10 @@ async fn ping_health_ready_and_metrics() {
     assert!(text.contains("shardhouse_router_requests_total{endpoint=\"v1\",status=\"204\"}"));
     // Missing db and bad precision are 400s.
     assert_eq!(h.post("/write", "cpu v=1\n").await.status(), 400);
-    assert_eq!(h.post("/write?db=d&precision=x", "cpu v=1\n").await.status(), 400);
+    assert_eq!(
+        h.post("/write?db=d&precision=x", "cpu v=1\n")
+            .await
+            .status(),
+        400
+    );
 }

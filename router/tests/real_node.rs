@@ -28,7 +28,9 @@ impl Drop for Proc {
 }
 
 fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
 }
 
 fn chdb_dir() -> Result<PathBuf> {
@@ -77,9 +79,12 @@ fn spawn_ready(mut cmd: Command, name: &'static str, log: PathBuf) -> Result<(Pr
         }
     });
     let proc = Proc { child, name };
-    let line = rx
-        .recv_timeout(Duration::from_secs(90))
-        .map_err(|_| anyhow!("{name} printed no READY line within 90s; see {}", log.display()))?;
+    let line = rx.recv_timeout(Duration::from_secs(90)).map_err(|_| {
+        anyhow!(
+            "{name} printed no READY line within 90s; see {}",
+            log.display()
+        )
+    })?;
     Ok((proc, line))
 }
 
@@ -134,7 +139,10 @@ async fn partial_write_through_real_node_is_readable_via_sql() -> Result<()> {
         .stderr(Stdio::from(etcd_log))
         .spawn()
         .context("etcd is not installed (apt-get install etcd-server, or `make deps`)")?;
-    let _etcd = Proc { child: etcd, name: "etcd" };
+    let _etcd = Proc {
+        child: etcd,
+        name: "etcd",
+    };
     poll("etcd serving", Duration::from_secs(20), || {
         let url = etcd_url.clone();
         async move {
@@ -211,21 +219,25 @@ async fn partial_write_through_real_node_is_readable_via_sql() -> Result<()> {
     assert!(msg.contains("line 2"), "{msg}");
 
     // The three good points are readable (flushes are asynchronous: poll).
-    let rows = poll("3 cpu rows readable via /api/v1/sql", Duration::from_secs(60), || {
-        let (http, base) = (http.clone(), base.clone());
-        async move {
-            let r = http
-                .get(format!("{base}/api/v1/sql"))
-                .query(&[("q", "SELECT series_id, usage FROM cpu FINAL")])
-                .send()
-                .await?;
-            if r.status() != 200 {
-                bail!("sql answered {}: {}", r.status(), r.text().await?);
+    let rows = poll(
+        "3 cpu rows readable via /api/v1/sql",
+        Duration::from_secs(60),
+        || {
+            let (http, base) = (http.clone(), base.clone());
+            async move {
+                let r = http
+                    .get(format!("{base}/api/v1/sql"))
+                    .query(&[("q", "SELECT series_id, usage FROM cpu FINAL")])
+                    .send()
+                    .await?;
+                if r.status() != 200 {
+                    bail!("sql answered {}: {}", r.status(), r.text().await?);
+                }
+                let rows: Vec<serde_json::Value> = serde_json::from_str(&r.text().await?)?;
+                Ok((rows.len() == 3).then_some(rows))
             }
-            let rows: Vec<serde_json::Value> = serde_json::from_str(&r.text().await?)?;
-            Ok((rows.len() == 3).then_some(rows))
-        }
-    })
+        },
+    )
     .await?;
     let mut usages: Vec<f64> = rows.iter().map(|r| r["usage"].as_f64().unwrap()).collect();
     usages.sort_by(f64::total_cmp);

@@ -25,7 +25,10 @@ const RUNS: usize = 5;
 struct Lcg(u64);
 impl Lcg {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         self.0 >> 33
     }
     fn value(&mut self) -> f64 {
@@ -46,9 +49,24 @@ fn push_fields(out: &mut Vec<u8>, names: &[&str; 5], rng: &mut Lcg, ts: i64) {
 /// cpu/mem/disk for 4 hosts (12 series), 5 float fields each, like Telegraf.
 fn low_cardinality(points: usize) -> Vec<Vec<u8>> {
     let sets: [(&str, [&str; 5]); 3] = [
-        ("cpu", ["usage_user", "usage_system", "usage_idle", "usage_iowait", "usage_steal"]),
-        ("mem", ["used_percent", "available", "free", "cached", "buffered"]),
-        ("disk", ["used_percent", "free", "used", "inodes_free", "inodes_used"]),
+        (
+            "cpu",
+            [
+                "usage_user",
+                "usage_system",
+                "usage_idle",
+                "usage_iowait",
+                "usage_steal",
+            ],
+        ),
+        (
+            "mem",
+            ["used_percent", "available", "free", "cached", "buffered"],
+        ),
+        (
+            "disk",
+            ["used_percent", "free", "used", "inodes_free", "inodes_used"],
+        ),
     ];
     let mut rng = Lcg(42);
     let mut bodies = Vec::new();
@@ -57,7 +75,11 @@ fn low_cardinality(points: usize) -> Vec<Vec<u8>> {
     for i in 0..points {
         let (m, names) = &sets[i % 3];
         let host = (i / 3) % 4;
-        write!(body, "{m},dc=eu-west-1a,host=server-{host:02},region=eu-west ").unwrap();
+        write!(
+            body,
+            "{m},dc=eu-west-1a,host=server-{host:02},region=eu-west "
+        )
+        .unwrap();
         push_fields(&mut body, names, &mut rng, ts);
         ts += 1_000;
         if (i + 1) % LINES_PER_BODY == 0 {
@@ -73,7 +95,13 @@ fn low_cardinality(points: usize) -> Vec<Vec<u8>> {
 /// hosts x regions x datacenters x services = 250 x 4 x 10 x 100 = 1M
 /// series, one point each, 5 float fields.
 fn high_cardinality() -> Vec<Vec<u8>> {
-    let names = ["latency_p50", "latency_p99", "requests", "errors", "saturation"];
+    let names = [
+        "latency_p50",
+        "latency_p99",
+        "requests",
+        "errors",
+        "saturation",
+    ];
     let mut rng = Lcg(7);
     let mut bodies = Vec::new();
     let mut body = Vec::new();
