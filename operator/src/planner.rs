@@ -138,39 +138,77 @@ pub fn plan(map: &ShardMap, nodes: &[u64]) -> Result<Vec<Move>, PlanError> {
             *l += 1;
         }
     }
+    // Any transfer from a leader to one of its shard's voters that has at
+    // least two fewer leaderships narrows the spread; take the widest gap
+    // first. The sum of squared leader counts falls with every transfer, so
+    // this ends.
     loop {
-        let (max_node, max_leaders) = leaders
-            .iter()
-            .max_by_key(|(id, l)| (**l, std::cmp::Reverse(**id)))
-            .map(|(i, l)| (*i, *l))
-            .expect("targets");
-        let mut chosen = None;
+        let mut best: Option<(usize, u64, u64, usize)> = None;
         for (i, p) in placement.iter().enumerate() {
-            if p.leader_hint != max_node {
+            let Some(&from_count) = leaders.get(&p.leader_hint) else {
                 continue;
-            }
-            let to = p
-                .replicas
-                .iter()
-                .copied()
-                .filter(|r| *r != max_node && leaders[r] + 1 < max_leaders)
-                .min_by_key(|r| (leaders[r], *r));
-            if let Some(to) = to {
-                chosen = Some((i, to));
-                break;
+            };
+            for &r in &p.replicas {
+                if r == p.leader_hint || leaders[&r] + 1 >= from_count {
+                    continue;
+                }
+                let gap = from_count - leaders[&r];
+                if best.is_none_or(|b| gap > b.3) {
+                    best = Some((i, p.leader_hint, r, gap));
+                }
             }
         }
-        let Some((i, to)) = chosen else { break };
-        moves.push(Move::TransferLeader {
-            shard: placement[i].shard,
-            from: max_node,
-            to,
-        });
-        placement[i].leader_hint = to;
-        *leaders.get_mut(&max_node).expect("target") -= 1;
-        *leaders.get_mut(&to).expect("target") += 1;
+        let steps = match best {
+            Some((i, from, to, _)) => vec![(i, from, to)],
+            // No direct transfer helps: hand one leadership down a chain
+            // a -> b -> d where b keeps its count and d gains what a loses.
+            None => match leader_chain(&placement, &leaders) {
+                Some(chain) => chain,
+                None => break,
+            },
+        };
+        for (i, from, to) in steps {
+            moves.push(Move::TransferLeader {
+                shard: placement[i].shard,
+                from,
+                to,
+            });
+            placement[i].leader_hint = to;
+            *leaders.get_mut(&from).expect("target") -= 1;
+            *leaders.get_mut(&to).expect("target") += 1;
+        }
     }
     Ok(moves)
+}
+
+/// Two transfers `(shard index, from, to)` that move one leadership from a
+/// node to one with at least two fewer via an intermediate node.
+fn leader_chain(
+    placement: &[ShardPlacement],
+    leaders: &BTreeMap<u64, usize>,
+) -> Option<Vec<(usize, u64, u64)>> {
+    for (i, p) in placement.iter().enumerate() {
+        let a = p.leader_hint;
+        let Some(&ca) = leaders.get(&a) else { continue };
+        for &b in p.replicas.iter().filter(|&&b| b != a) {
+            if leaders[&b] + 1 != ca {
+                continue;
+            }
+            for (j, q) in placement.iter().enumerate() {
+                if j == i || q.leader_hint != b {
+                    continue;
+                }
+                if let Some(&d) = q
+                    .replicas
+                    .iter()
+                    .find(|&&d| d != b && d != a && leaders[&d] + 2 <= ca)
+                {
+                    return Some(vec![(i, a, b), (j, b, d)]);
+                }
+            }
+        }
+    }
+    None
 }
 
 fn least_loaded(load: &BTreeMap<u64, usize>, ok: impl Fn(u64) -> bool) -> Option<u64> {
