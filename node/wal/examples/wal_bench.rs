@@ -5,6 +5,9 @@
 //!
 //! cargo run --release -p shardhouse-wal --example wal_bench -- [rf] [shards] [seconds] [entry_kb] [proposers_per_shard]
 
+// A benchmark's job is to print its figures.
+#![allow(clippy::print_stdout)]
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -71,7 +74,8 @@ async fn main() -> anyhow::Result<()> {
     let per_shard = arg(5, 4);
     let points_per_entry = 10_000u64;
 
-    let tmp = tempfile::tempdir_in(std::env::var("WAL_BENCH_DIR").unwrap_or_else(|_| "/tmp".into()))?;
+    let tmp =
+        tempfile::tempdir_in(std::env::var("WAL_BENCH_DIR").unwrap_or_else(|_| "/tmp".into()))?;
     let net = Arc::new(Net::default());
     let ids: Vec<NodeId> = (1..=rf).collect();
     let mut wals = HashMap::new();
@@ -82,7 +86,11 @@ async fn main() -> anyhow::Result<()> {
             compact_interval: Duration::from_secs(1),
             ..Default::default()
         };
-        let w = Wal::open(cfg, Arc::new(NetTransport(net.clone())), Arc::new(NullSm::default()))?;
+        let w = Wal::open(
+            cfg,
+            Arc::new(NetTransport(net.clone())),
+            Arc::new(NullSm::default()),
+        )?;
         net.nodes.lock().insert(id, w.clone());
         wals.insert(id, w);
     }
@@ -117,8 +125,13 @@ async fn main() -> anyhow::Result<()> {
     for s in 0..shards {
         for _ in 0..per_shard {
             let w = wals[&leaders[&s]].clone();
-            let (stop, committed, rejected, lat, payload) =
-                (stop.clone(), committed.clone(), rejected.clone(), lat.clone(), payload.clone());
+            let (stop, committed, rejected, lat, payload) = (
+                stop.clone(),
+                committed.clone(),
+                rejected.clone(),
+                lat.clone(),
+                payload.clone(),
+            );
             tasks.push(tokio::spawn(async move {
                 while !stop.load(Ordering::Relaxed) {
                     let t = Instant::now();
@@ -149,7 +162,12 @@ async fn main() -> anyhow::Result<()> {
     let n = committed.load(Ordering::Relaxed);
     let mut l = lat.lock().clone();
     l.sort_unstable();
-    let pct = |p: f64| l.get(((l.len() as f64 * p) as usize).min(l.len().saturating_sub(1))).copied().unwrap_or(0) as f64 / 1000.0;
+    let pct = |p: f64| {
+        l.get(((l.len() as f64 * p) as usize).min(l.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or(0) as f64
+            / 1000.0
+    };
     println!(
         "wal_bench rf={rf} shards={shards} entry={entry_kb}KiB proposers/shard={per_shard} secs={elapsed:.1}"
     );
@@ -160,7 +178,12 @@ async fn main() -> anyhow::Result<()> {
         n as f64 * points_per_entry as f64 / elapsed,
         rejected.load(Ordering::Relaxed)
     );
-    println!("  commit latency ms: p50 {:.1} p99 {:.1} max {:.1}", pct(0.5), pct(0.99), pct(1.0));
+    println!(
+        "  commit latency ms: p50 {:.1} p99 {:.1} max {:.1}",
+        pct(0.5),
+        pct(0.99),
+        pct(1.0)
+    );
     for id in &ids {
         let a = wals[id].stats();
         let b = before[id];
@@ -168,7 +191,11 @@ async fn main() -> anyhow::Result<()> {
         let entries = a.synced_entries - b.synced_entries;
         println!(
             "  node {id}: {batches} synced batches, mean {:.2} entries per synced batch",
-            if batches == 0 { 0.0 } else { entries as f64 / batches as f64 }
+            if batches == 0 {
+                0.0
+            } else {
+                entries as f64 / batches as f64
+            }
         );
     }
     for w in wals.values() {

@@ -98,12 +98,14 @@ pub fn decode_entry(index: u64, value: Bytes) -> Result<Entry> {
             "log entry {index}: context longer than value"
         )));
     }
-    let mut e = Entry::default();
-    e.index = index;
-    e.term = term;
+    let mut e = Entry {
+        index,
+        term,
+        context: value.slice(ENTRY_HEADER..ENTRY_HEADER + ctx_len),
+        data: value.slice(ENTRY_HEADER + ctx_len..),
+        ..Default::default()
+    };
     e.set_entry_type(entry_type);
-    e.context = value.slice(ENTRY_HEADER..ENTRY_HEADER + ctx_len);
-    e.data = value.slice(ENTRY_HEADER + ctx_len..);
     Ok(e)
 }
 
@@ -153,10 +155,12 @@ impl LocalState {
             )));
         }
         let u = |i: usize| u64::from_le_bytes(v[1 + i * 8..9 + i * 8].try_into().expect("8 bytes"));
-        let mut hs = HardState::default();
-        hs.term = u(0);
-        hs.vote = u(1);
-        hs.commit = u(2);
+        let hs = HardState {
+            term: u(0),
+            vote: u(1),
+            commit: u(2),
+            ..Default::default()
+        };
         let conf_state = ConfState::parse_from_bytes(&v[49..])
             .map_err(|e| WalError::Corrupt(format!("shard {shard}: bad conf state: {e}")))?;
         Ok(LocalState {
@@ -175,7 +179,7 @@ mod tests {
 
     #[test]
     fn log_keys_sort_by_shard_then_index() {
-        let mut keys = vec![
+        let mut keys = [
             log_key(2, 1),
             log_key(1, 256),
             log_key(1, 2),
@@ -197,17 +201,21 @@ mod tests {
 
     #[test]
     fn entry_roundtrip_keeps_payload() {
-        let mut e = Entry::default();
-        e.index = 42;
-        e.term = 7;
+        let mut e = Entry {
+            index: 42,
+            term: 7,
+            context: Bytes::from_static(b"ctx"),
+            data: Bytes::from(vec![9u8; 1000]),
+            ..Default::default()
+        };
         e.set_entry_type(EntryType::EntryConfChange);
-        e.context = Bytes::from_static(b"ctx");
-        e.data = Bytes::from(vec![9u8; 1000]);
         let v = encode_entry(&e);
         let d = decode_entry(42, Bytes::from(v)).unwrap();
         assert_eq!(d, e);
-        let mut empty = Entry::default();
-        empty.index = 1;
+        let empty = Entry {
+            index: 1,
+            ..Default::default()
+        };
         let d = decode_entry(1, Bytes::from(encode_entry(&empty))).unwrap();
         assert_eq!(d, empty);
     }

@@ -540,7 +540,8 @@ impl Wal {
     /// Tells `shard`'s raft that `node` could not be reached.
     pub fn report_unreachable(&self, shard: ShardId, node: NodeId) {
         if let Ok(h) = self.handle(shard) {
-            let _ = self.inner.poll_txs[h.poll_idx].send(PollMsg::ReportUnreachable { shard, node });
+            let _ =
+                self.inner.poll_txs[h.poll_idx].send(PollMsg::ReportUnreachable { shard, node });
         }
     }
 

@@ -35,8 +35,11 @@ pub static COMMIT_SECONDS: LazyLock<Histogram> = LazyLock::new(|| {
 });
 
 pub static SHARDS: LazyLock<Gauge> = LazyLock::new(|| {
-    register_gauge!("shardhouse_wal_shards", "Shard replicas hosted by this node")
-        .expect("register shardhouse_wal_shards")
+    register_gauge!(
+        "shardhouse_wal_shards",
+        "Shard replicas hosted by this node"
+    )
+    .expect("register shardhouse_wal_shards")
 });
 
 pub static LEADERS: LazyLock<Gauge> = LazyLock::new(|| {

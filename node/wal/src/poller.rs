@@ -170,7 +170,9 @@ impl Peer {
     }
 
     fn fail_proposal(&self, p: Proposal, err: WalError) {
-        self.handle.inflight_bytes.fetch_sub(p.size, Ordering::AcqRel);
+        self.handle
+            .inflight_bytes
+            .fetch_sub(p.size, Ordering::AcqRel);
         let _ = p.tx.send(Err(err));
     }
 
@@ -513,8 +515,7 @@ impl Poller {
                 }
                 let index = p.node.raft.raft_log.last_index();
                 let accepted = index > before
-                    && p
-                        .node
+                    && p.node
                         .raft
                         .raft_log
                         .entries(index, 1, raft::GetEntriesContext::empty(false))
@@ -552,8 +553,7 @@ impl Poller {
                 }
                 p.node.transfer_leader(to);
                 let cfg = &self.inner.cfg;
-                let deadline =
-                    Instant::now() + cfg.tick_interval * (cfg.election_ticks as u32 * 3);
+                let deadline = Instant::now() + cfg.tick_interval * (cfg.election_ticks as u32 * 3);
                 if let Some(old) = p.transfer.replace(TransferWaiter { to, deadline, tx }) {
                     let _ = old.tx.send(Err(WalError::Unavailable(
                         "superseded by a newer leader transfer".into(),
@@ -644,7 +644,11 @@ impl Poller {
         let timeout = self.inner.cfg.propose_timeout;
         let now = Instant::now();
         for p in self.peers.values_mut() {
-            while p.proposals.front().is_some_and(|x| x.started + timeout <= now) {
+            while p
+                .proposals
+                .front()
+                .is_some_and(|x| x.started + timeout <= now)
+            {
                 let x = p.proposals.pop_front().expect("front exists");
                 p.fail_proposal(
                     x,
@@ -741,7 +745,10 @@ impl Poller {
             if sync {
                 metrics::APPEND_SECONDS.observe(started.elapsed().as_secs_f64());
                 metrics::GROUP_COMMIT_ENTRIES.observe(n_entries as f64);
-                self.inner.stats.synced_batches.fetch_add(1, Ordering::Relaxed);
+                self.inner
+                    .stats
+                    .synced_batches
+                    .fetch_add(1, Ordering::Relaxed);
                 self.inner
                     .stats
                     .synced_entries

@@ -117,9 +117,8 @@ impl ShardStorage {
         // The last entry is the greatest key of the shard's log range.
         let upper = keys::log_key(shard, u64::MAX);
         let last = {
-            let mut it = s
-                .db
-                .iterator(IteratorMode::From(&upper, Direction::Reverse));
+            let mut it =
+                s.db.iterator(IteratorMode::From(&upper, Direction::Reverse));
             match it.next() {
                 Some(kv) => {
                     let (k, v) = kv?;
@@ -405,8 +404,10 @@ impl raft::Storage for ShardStorage {
                 && g.index <= self.last_index;
             if usable {
                 if let Ok(term) = self.term_of(g.index) {
-                    let mut snap = Snapshot::default();
-                    snap.data = g.data;
+                    let mut snap = Snapshot {
+                        data: g.data,
+                        ..Default::default()
+                    };
                     let meta = snap.mut_metadata();
                     meta.index = g.index;
                     meta.term = term;
@@ -439,11 +440,12 @@ mod tests {
     use rocksdb::{Options, WriteOptions};
 
     fn entry(index: u64, term: u64, payload: &[u8]) -> Entry {
-        let mut e = Entry::default();
-        e.index = index;
-        e.term = term;
-        e.data = Bytes::copy_from_slice(payload);
-        e
+        Entry {
+            index,
+            term,
+            data: Bytes::copy_from_slice(payload),
+            ..Default::default()
+        }
     }
 
     fn open_db(dir: &std::path::Path) -> Arc<DB> {
@@ -460,8 +462,10 @@ mod tests {
 
     fn new_storage(db: &Arc<DB>, shard: ShardId) -> ShardStorage {
         let (tx, _rx) = crossbeam_channel::unbounded();
-        let mut cs = ConfState::default();
-        cs.voters = vec![1];
+        let cs = ConfState {
+            voters: vec![1],
+            ..Default::default()
+        };
         ShardStorage::create(db.clone(), shard, cs, Default::default(), tx)
     }
 
@@ -479,7 +483,11 @@ mod tests {
         other.write_state(&mut wb);
         write(&db, wb);
         assert_eq!(s.last_index().unwrap(), 10);
-        assert_eq!(s.entries(2, 5, None, GetEntriesContext::empty(false)).unwrap(), ents[1..4].to_vec());
+        assert_eq!(
+            s.entries(2, 5, None, GetEntriesContext::empty(false))
+                .unwrap(),
+            ents[1..4].to_vec()
+        );
 
         // A new leader overwrites 8..10 with a shorter suffix at term 2.
         let mut wb = WriteBatch::default();
@@ -492,7 +500,9 @@ mod tests {
         // Evicting the whole cache forces reads from RocksDB.
         s.evict_cache(8, 0);
         assert_eq!(s.cache_bytes(), 0);
-        let got = s.entries(1, 9, None, GetEntriesContext::empty(false)).unwrap();
+        let got = s
+            .entries(1, 9, None, GetEntriesContext::empty(false))
+            .unwrap();
         assert_eq!(got.len(), 8);
         assert_eq!(got[7].data.as_ref(), b"x");
         assert_eq!(s.term(3).unwrap(), 1);
@@ -507,7 +517,10 @@ mod tests {
             s.entries(5, 7, None, GetEntriesContext::empty(false)),
             Err(raft::Error::Store(StorageError::Compacted))
         ));
-        assert!(matches!(s.term(4), Err(raft::Error::Store(StorageError::Compacted))));
+        assert!(matches!(
+            s.term(4),
+            Err(raft::Error::Store(StorageError::Compacted))
+        ));
         // Keys 1..=5 are gone from RocksDB; the neighbour shard is untouched.
         assert!(db.get(keys::log_key(7, 5)).unwrap().is_none());
         assert!(db.get(keys::log_key(7, 6)).unwrap().is_some());
@@ -521,8 +534,10 @@ mod tests {
         assert_eq!(r.last_index().unwrap(), 8);
         assert_eq!(r.term(8).unwrap(), 2);
         assert_eq!(
-            r.entries(6, 9, None, GetEntriesContext::empty(false)).unwrap(),
-            s.entries(6, 9, None, GetEntriesContext::empty(false)).unwrap()
+            r.entries(6, 9, None, GetEntriesContext::empty(false))
+                .unwrap(),
+            s.entries(6, 9, None, GetEntriesContext::empty(false))
+                .unwrap()
         );
         assert_eq!(r.initial_state().unwrap().conf_state.voters, vec![1]);
     }
@@ -535,19 +550,29 @@ mod tests {
         let slot: Arc<Mutex<SnapSlot>> = Default::default();
         let mut s = ShardStorage::create(db.clone(), 3, ConfState::default(), slot.clone(), tx);
         let mut wb = WriteBatch::default();
-        s.append(&(1..=4).map(|i| entry(i, 2, b"p")).collect::<Vec<_>>(), &mut wb)
-            .unwrap();
+        s.append(
+            &(1..=4).map(|i| entry(i, 2, b"p")).collect::<Vec<_>>(),
+            &mut wb,
+        )
+        .unwrap();
         write(&db, wb);
         assert!(matches!(
             s.snapshot(0, 2),
-            Err(raft::Error::Store(StorageError::SnapshotTemporarilyUnavailable))
+            Err(raft::Error::Store(
+                StorageError::SnapshotTemporarilyUnavailable
+            ))
         ));
-        assert!(matches!(rx.try_recv(), Ok(ApplyMsg::GenSnapshot { shard: 3 })));
+        assert!(matches!(
+            rx.try_recv(),
+            Ok(ApplyMsg::GenSnapshot { shard: 3 })
+        ));
         // A second request while generating does not queue another build.
         assert!(s.snapshot(0, 2).is_err());
         assert!(rx.try_recv().is_err());
-        let mut cs = ConfState::default();
-        cs.voters = vec![1, 2];
+        let cs = ConfState {
+            voters: vec![1, 2],
+            ..Default::default()
+        };
         {
             let mut g = slot.lock();
             g.generating = false;

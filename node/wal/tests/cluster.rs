@@ -60,7 +60,7 @@ impl Transport for NetTransport {
         let every = self.net.drop_every.load(Ordering::Relaxed);
         for (shard, m) in msgs {
             let n = self.net.sent.fetch_add(1, Ordering::Relaxed) + 1;
-            if every > 0 && n % every == 0 {
+            if every > 0 && n.is_multiple_of(every) {
                 continue;
             }
             let _ = w.step(shard, m);
@@ -333,7 +333,12 @@ impl Cluster {
     }
 
     /// Proposes on whichever replica leads, retrying on leader changes.
-    async fn propose(&self, shard: ShardId, data: Vec<u8>, among: &[NodeId]) -> anyhow::Result<Committed> {
+    async fn propose(
+        &self,
+        shard: ShardId,
+        data: Vec<u8>,
+        among: &[NodeId],
+    ) -> anyhow::Result<Committed> {
         let deadline = Instant::now() + WAIT;
         loop {
             let l = self.leader(shard, among).await?;
@@ -350,12 +355,18 @@ impl Cluster {
         }
     }
 
-    async fn wait_applied(&self, shard: ShardId, nodes: &[NodeId], expected: &[Vec<u8>]) -> anyhow::Result<()> {
+    async fn wait_applied(
+        &self,
+        shard: ShardId,
+        nodes: &[NodeId],
+        expected: &[Vec<u8>],
+    ) -> anyhow::Result<()> {
         for id in nodes {
             let sm = self.sms[id].clone();
-            wait_for(&format!("node {id} to apply {} entries", expected.len()), || {
-                sm.payloads(shard).len() >= expected.len()
-            })
+            wait_for(
+                &format!("node {id} to apply {} entries", expected.len()),
+                || sm.payloads(shard).len() >= expected.len(),
+            )
             .await?;
             let got = sm.payloads(shard);
             if got != expected {
@@ -510,7 +521,10 @@ async fn partitioned_leader_steps_down_and_cannot_commit() -> anyhow::Result<()>
     // A proposal on the cut-off leader must not commit.
     let stale = c.wals[&old].propose(1, b"stale-write".to_vec()).await;
     assert!(
-        matches!(stale, Err(WalError::NotLeader { .. } | WalError::Unavailable(_))),
+        matches!(
+            stale,
+            Err(WalError::NotLeader { .. } | WalError::Unavailable(_))
+        ),
         "old leader committed while partitioned: {stale:?}"
     );
     let rest: Vec<NodeId> = c.ids.iter().copied().filter(|i| *i != old).collect();
@@ -563,21 +577,29 @@ async fn lagging_replica_catches_up_by_snapshot() -> anyhow::Result<()> {
     }
     let l = c.leader(1, &rest).await?;
     wait_for("leader log compaction past the lagging replica", || {
-        c.status(l, 1).is_some_and(|s| s.first_index > lagger_last + 1)
+        c.status(l, 1)
+            .is_some_and(|s| s.first_index > lagger_last + 1)
     })
     .await?;
 
     c.net.heal();
     c.wait_applied(1, &c.ids, &expected).await?;
-    assert!(c.sms[&lagger].restores(1) >= 1, "caught up without a snapshot");
+    assert!(
+        c.sms[&lagger].restores(1) >= 1,
+        "caught up without a snapshot"
+    );
     // And it keeps replicating normally afterwards.
     let d = payload("post", 0);
     c.propose(1, d.clone(), &c.ids).await?;
     expected.push(d);
     c.wait_applied(1, &c.ids, &expected).await?;
-    wait_for("lagging replica's log to restart after the snapshot", || {
-        c.status(lagger, 1).is_some_and(|s| s.first_index > lagger_last + 1)
-    })
+    wait_for(
+        "lagging replica's log to restart after the snapshot",
+        || {
+            c.status(lagger, 1)
+                .is_some_and(|s| s.first_index > lagger_last + 1)
+        },
+    )
     .await?;
     Ok(())
 }
@@ -607,7 +629,10 @@ async fn restart_reloads_log_and_reapplies_above_flushed_exactly_once() -> anyho
 
     let after = c.status(victim, 1).context("replica reloaded")?;
     assert!(after.term >= before.term);
-    assert!(after.last_index >= before.last_index, "log lost: {after:?} vs {before:?}");
+    assert!(
+        after.last_index >= before.last_index,
+        "log lost: {after:?} vs {before:?}"
+    );
     assert!(c.status(victim, 2).is_some(), "second shard not reloaded");
     assert_eq!(after.voters, vec![1, 2, 3]);
     // Entries above flushed come back exactly once (the state machine
@@ -646,7 +671,8 @@ async fn single_node_restart_keeps_hard_state_and_log() -> anyhow::Result<()> {
     c.wait_applied(5, &[1], &expected).await?;
     c.leader(5, &[1]).await?;
     wait_for("commit index back", || {
-        c.status(1, 5).is_some_and(|s| s.commit_index > before.commit_index)
+        c.status(1, 5)
+            .is_some_and(|s| s.commit_index > before.commit_index)
     })
     .await?;
     Ok(())
@@ -675,7 +701,8 @@ async fn membership_add_learner_promote_remove() -> anyhow::Result<()> {
     let l = c.leader(1, &initial).await?;
     c.wals[&l].promote_learner(1, 4).await?;
     wait_for("node 4 to see itself as voter", || {
-        c.status(4, 1).is_some_and(|s| s.voters == vec![1, 2, 3, 4] && s.learners.is_empty())
+        c.status(4, 1)
+            .is_some_and(|s| s.voters == vec![1, 2, 3, 4] && s.learners.is_empty())
     })
     .await?;
 
@@ -711,8 +738,10 @@ async fn transfer_leader_moves_leadership() -> anyhow::Result<()> {
     // Let the target catch up so the transfer is not refused.
     c.wait_applied(1, &c.ids, &[b"x".to_vec()]).await?;
     c.wals[&l].transfer_leader(1, target).await?;
-    wait_for("target to lead", || c.leaders(1, &c.ids).iter().any(|(id, _)| *id == target))
-        .await?;
+    wait_for("target to lead", || {
+        c.leaders(1, &c.ids).iter().any(|(id, _)| *id == target)
+    })
+    .await?;
     // The old leader now refuses proposals with a hint.
     wait_for("old leader to know the new one", || {
         c.status(l, 1).is_some_and(|s| s.leader_id == Some(target))
