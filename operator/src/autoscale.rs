@@ -76,10 +76,18 @@ mod tests {
 
     #[test]
     fn scales_down_one_node_per_cooldown() {
-        assert_eq!(desired_nodes(&policy(), 4, 8, obs(1e6, Some(60))), 8, "cooling down");
+        assert_eq!(
+            desired_nodes(&policy(), 4, 8, obs(1e6, Some(60))),
+            8,
+            "cooling down"
+        );
         assert_eq!(desired_nodes(&policy(), 4, 8, obs(1e6, Some(601))), 7);
         assert_eq!(desired_nodes(&policy(), 4, 8, obs(1e6, None)), 7);
-        assert_eq!(desired_nodes(&policy(), 4, 4, obs(3.5e6, Some(601))), 4, "still needed");
+        assert_eq!(
+            desired_nodes(&policy(), 4, 4, obs(3.5e6, Some(601))),
+            4,
+            "still needed"
+        );
     }
 
     #[test]

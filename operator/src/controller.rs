@@ -79,7 +79,9 @@ fn key(c: &ShardhouseCluster) -> String {
 /// Entry point for the controller runtime.
 pub async fn reconcile(obj: Arc<ShardhouseCluster>, ctx: Arc<Context>) -> Result<Action> {
     let _timer = metrics::reconcile_timer();
-    let ns = obj.namespace().ok_or(Error::MissingField("metadata.namespace"))?;
+    let ns = obj
+        .namespace()
+        .ok_or(Error::MissingField("metadata.namespace"))?;
     let api: Api<ShardhouseCluster> = Api::namespaced(ctx.client.clone(), &ns);
     let k = key(&obj);
     let action = finalizer(&api, FINALIZER, obj, |event| async {
@@ -111,7 +113,13 @@ pub fn error_policy(obj: Arc<ShardhouseCluster>, err: &Error, ctx: Arc<Context>)
     Action::requeue(delay)
 }
 
-async fn publish(ctx: &Context, c: &ShardhouseCluster, type_: EventType, reason: &str, note: String) {
+async fn publish(
+    ctx: &Context,
+    c: &ShardhouseCluster,
+    type_: EventType,
+    reason: &str,
+    note: String,
+) {
     let ev = Event {
         type_,
         reason: reason.into(),
@@ -130,9 +138,17 @@ async fn ssa<K>(api: &Api<K>, obj: &K) -> Result<K>
 where
     K: Resource + Serialize + DeserializeOwned + Clone + Debug,
 {
-    let name = obj.meta().name.clone().ok_or(Error::MissingField("metadata.name"))?;
+    let name = obj
+        .meta()
+        .name
+        .clone()
+        .ok_or(Error::MissingField("metadata.name"))?;
     Ok(api
-        .patch(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(obj))
+        .patch(
+            &name,
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(obj),
+        )
         .await?)
 }
 
@@ -169,7 +185,10 @@ async fn observe_etcd(c: &ShardhouseCluster, timeout: Duration) -> EtcdView {
         Err(_) => EtcdView {
             map: None,
             live: BTreeMap::new(),
-            error: Some(format!("no answer from {} within {timeout:?}", endpoints.join(","))),
+            error: Some(format!(
+                "no answer from {} within {timeout:?}",
+                endpoints.join(",")
+            )),
             meta: None,
         },
     }
@@ -177,8 +196,14 @@ async fn observe_etcd(c: &ShardhouseCluster, timeout: Duration) -> EtcdView {
 
 /// How many node pods to run: grow at once, shrink only once the nodes
 /// being removed hold no replicas (the drain is done).
-pub fn node_replicas(target: i32, current: Option<i32>, map: Option<&shardhouse_common::shard_map::ShardMap>) -> i32 {
-    let Some(current) = current else { return target };
+pub fn node_replicas(
+    target: i32,
+    current: Option<i32>,
+    map: Option<&shardhouse_common::shard_map::ShardMap>,
+) -> i32 {
+    let Some(current) = current else {
+        return target;
+    };
     if target >= current {
         return target;
     }
@@ -194,11 +219,16 @@ pub fn node_replicas(target: i32, current: Option<i32>, map: Option<&shardhouse_
 }
 
 async fn apply(c: Arc<ShardhouseCluster>, ctx: Arc<Context>) -> Result<Action> {
-    let ns = c.namespace().ok_or(Error::MissingField("metadata.namespace"))?;
+    let ns = c
+        .namespace()
+        .ok_or(Error::MissingField("metadata.namespace"))?;
     let client = ctx.client.clone();
     let sts_api: Api<StatefulSet> = Api::namespaced(client.clone(), &ns);
     let existing = sts_api.get_opt(&resources::node_name(&c)).await?;
-    let current = existing.as_ref().and_then(|s| s.spec.as_ref()).and_then(|s| s.replicas);
+    let current = existing
+        .as_ref()
+        .and_then(|s| s.spec.as_ref())
+        .and_then(|s| s.replicas);
 
     let mut etcd = observe_etcd(&c, ctx.etcd_timeout).await;
     let target = autoscaled_target(&c, &ctx, current).await;
@@ -227,8 +257,16 @@ async fn apply(c: Arc<ShardhouseCluster>, ctx: Arc<Context>) -> Result<Action> {
     ssa(&svc_api, &desired.node_service).await?;
     let applied = ssa(&sts_api, &desired.nodes).await?;
     ssa(&svc_api, &desired.router_service).await?;
-    ssa(&Api::<Deployment>::namespaced(client.clone(), &ns), &desired.routers).await?;
-    ssa(&Api::<PodDisruptionBudget>::namespaced(client.clone(), &ns), &desired.node_pdb).await?;
+    ssa(
+        &Api::<Deployment>::namespaced(client.clone(), &ns),
+        &desired.routers,
+    )
+    .await?;
+    ssa(
+        &Api::<PodDisruptionBudget>::namespaced(client.clone(), &ns),
+        &desired.node_pdb,
+    )
+    .await?;
     for d in &desired.dashboards {
         ssa(&cm_api, d).await?;
     }
@@ -240,18 +278,40 @@ async fn apply(c: Arc<ShardhouseCluster>, ctx: Arc<Context>) -> Result<Action> {
 
     match current {
         None => {
-            publish(&ctx, &c, EventType::Normal, "Created", format!(
-                "created node StatefulSet ({replicas} nodes), router Deployment and config"
-            )).await
+            publish(
+                &ctx,
+                &c,
+                EventType::Normal,
+                "Created",
+                format!(
+                    "created node StatefulSet ({replicas} nodes), router Deployment and config"
+                ),
+            )
+            .await
         }
         Some(cur) if cur != replicas => {
-            publish(&ctx, &c, EventType::Normal, "ScaledNodes", format!("node StatefulSet {cur} -> {replicas}")).await
+            publish(
+                &ctx,
+                &c,
+                EventType::Normal,
+                "ScaledNodes",
+                format!("node StatefulSet {cur} -> {replicas}"),
+            )
+            .await
         }
         Some(cur) if replicas > target => {
-            publish(&ctx, &c, EventType::Normal, "Draining", format!(
-                "draining nodes {}..={} before shrinking from {cur} to {target}",
-                resources::node_id_of_ordinal(target), resources::node_id_of_ordinal(cur - 1)
-            )).await
+            publish(
+                &ctx,
+                &c,
+                EventType::Normal,
+                "Draining",
+                format!(
+                    "draining nodes {}..={} before shrinking from {cur} to {target}",
+                    resources::node_id_of_ordinal(target),
+                    resources::node_id_of_ordinal(cur - 1)
+                ),
+            )
+            .await
         }
         _ => {}
     }
@@ -268,17 +328,31 @@ async fn apply(c: Arc<ShardhouseCluster>, ctx: Arc<Context>) -> Result<Action> {
     let all_registered = (0..replicas).all(|o| live.contains(&resources::node_id_of_ordinal(o)));
     if let (Some((map, _)), Some(meta)) = (etcd.map.clone(), etcd.meta.take()) {
         if ready == replicas && all_registered {
-            let targets: Vec<u64> = (0..target.min(replicas)).map(resources::node_id_of_ordinal).collect();
+            let targets: Vec<u64> = (0..target.min(replicas))
+                .map(resources::node_id_of_ordinal)
+                .collect();
             match planner::plan(&map, &targets) {
                 Ok(moves) if !moves.is_empty() => {
-                    publish(&ctx, &c, EventType::Normal, "Rebalancing", format!(
-                        "{} shard moves planned onto nodes {targets:?}", moves.len()
-                    )).await;
+                    publish(
+                        &ctx,
+                        &c,
+                        EventType::Normal,
+                        "Rebalancing",
+                        format!("{} shard moves planned onto nodes {targets:?}", moves.len()),
+                    )
+                    .await;
                     let mut exec = Executor::new(meta);
                     let done = run_moves(&mut exec, &moves, MOVES_PER_RECONCILE).await;
                     pending = (moves.len() - done.0) as u32;
                     if let Some(e) = done.1 {
-                        publish(&ctx, &c, EventType::Warning, "RebalanceFailed", e.to_string()).await;
+                        publish(
+                            &ctx,
+                            &c,
+                            EventType::Warning,
+                            "RebalanceFailed",
+                            e.to_string(),
+                        )
+                        .await;
                     }
                     // Re-read so status shows the map after the moves.
                     if let Some(m) = exec.meta.shard_map().await.ok().flatten() {
@@ -304,7 +378,15 @@ async fn apply(c: Arc<ShardhouseCluster>, ctx: Arc<Context>) -> Result<Action> {
         .map(|(m, _)| status::healthy_shards(m, &live_now) == c.spec.shard_count)
         .unwrap_or(false);
     let upgrading = if pending == 0 {
-        rolling_upgrade(&c, &ctx, &applied, etcd.map.as_ref().map(|m| &m.0), etcd.meta.take(), healthy).await?
+        rolling_upgrade(
+            &c,
+            &ctx,
+            &applied,
+            etcd.map.as_ref().map(|m| &m.0),
+            etcd.meta.take(),
+            healthy,
+        )
+        .await?
     } else {
         None
     };
@@ -397,7 +479,10 @@ async fn scrape_points_total(addr: &str) -> Option<f64> {
         s.read_to_string(&mut body).await.ok()?;
         Some(parse_counter_sum(&body, "shardhouse_router_points_total"))
     };
-    tokio::time::timeout(Duration::from_secs(2), fut).await.ok().flatten()
+    tokio::time::timeout(Duration::from_secs(2), fut)
+        .await
+        .ok()
+        .flatten()
 }
 
 /// Sums every sample of a counter in Prometheus text format.
@@ -432,7 +517,9 @@ async fn rolling_upgrade(
         c.name_any(),
         resources::LABEL_COMPONENT
     );
-    let pods = pods_api.list(&ListParams::default().labels(&selector)).await?;
+    let pods = pods_api
+        .list(&ListParams::default().labels(&selector))
+        .await?;
     let views: Vec<NodePod> = pods
         .items
         .iter()
@@ -447,7 +534,11 @@ async fn rolling_upgrade(
             Some(NodePod {
                 name,
                 node_id: resources::node_id_of_ordinal(ordinal),
-                revision: p.labels().get("controller-revision-hash").cloned().unwrap_or_default(),
+                revision: p
+                    .labels()
+                    .get("controller-revision-hash")
+                    .cloned()
+                    .unwrap_or_default(),
                 ready,
                 terminating: p.metadata.deletion_timestamp.is_some(),
             })
@@ -462,9 +553,17 @@ async fn rolling_upgrade(
             };
             let mut exec = Executor::new(meta);
             let (done, err) = run_moves(&mut exec, &moves, moves.len()).await;
-            publish(ctx, c, EventType::Normal, "TransferLeaders", format!(
-                "moved {done}/{} leaderships off node {node_id} before its upgrade", moves.len()
-            )).await;
+            publish(
+                ctx,
+                c,
+                EventType::Normal,
+                "TransferLeaders",
+                format!(
+                    "moved {done}/{} leaderships off node {node_id} before its upgrade",
+                    moves.len()
+                ),
+            )
+            .await;
             if let Some(e) = err {
                 publish(ctx, c, EventType::Warning, "TransferFailed", e.to_string()).await;
             }
@@ -472,16 +571,27 @@ async fn rolling_upgrade(
         }
         UpgradeStep::DeletePod { name, node_id } => {
             pods_api.delete(&name, &DeleteParams::default()).await?;
-            publish(ctx, c, EventType::Normal, "UpgradePod", format!(
-                "restarting {name} (node {node_id}) on the new image"
-            )).await;
+            publish(
+                ctx,
+                c,
+                EventType::Normal,
+                "UpgradePod",
+                format!("restarting {name} (node {node_id}) on the new image"),
+            )
+            .await;
             Ok(Some(format!("restarting {name}")))
         }
     }
 }
 
-async fn write_status(ctx: &Context, c: &ShardhouseCluster, st: &ShardhouseClusterStatus) -> Result<()> {
-    let ns = c.namespace().ok_or(Error::MissingField("metadata.namespace"))?;
+async fn write_status(
+    ctx: &Context,
+    c: &ShardhouseCluster,
+    st: &ShardhouseClusterStatus,
+) -> Result<()> {
+    let ns = c
+        .namespace()
+        .ok_or(Error::MissingField("metadata.namespace"))?;
     let api: Api<ShardhouseCluster> = Api::namespaced(ctx.client.clone(), &ns);
     let patch = json!({
         "apiVersion": crate::crd::GROUP.to_string() + "/" + crate::crd::VERSION,
@@ -501,8 +611,17 @@ async fn write_status(ctx: &Context, c: &ShardhouseCluster, st: &ShardhouseClust
 /// the StatefulSet controller, not owned by the cluster) and, for external
 /// etcd, the cluster's keys.
 async fn cleanup(c: Arc<ShardhouseCluster>, ctx: Arc<Context>) -> Result<Action> {
-    let ns = c.namespace().ok_or(Error::MissingField("metadata.namespace"))?;
-    publish(&ctx, &c, EventType::Normal, "Deleting", "removing volumes and metadata".into()).await;
+    let ns = c
+        .namespace()
+        .ok_or(Error::MissingField("metadata.namespace"))?;
+    publish(
+        &ctx,
+        &c,
+        EventType::Normal,
+        "Deleting",
+        "removing volumes and metadata".into(),
+    )
+    .await;
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), &ns);
     let selector = format!(
         "{}={},{}={}",
@@ -511,8 +630,11 @@ async fn cleanup(c: Arc<ShardhouseCluster>, ctx: Arc<Context>) -> Result<Action>
         resources::LABEL_MANAGED_BY,
         MANAGER
     );
-    pvcs.delete_collection(&DeleteParams::default(), &ListParams::default().labels(&selector))
-        .await?;
+    pvcs.delete_collection(
+        &DeleteParams::default(),
+        &ListParams::default().labels(&selector),
+    )
+    .await?;
     if !c.spec.etcd.is_managed() {
         let cluster = resources::etcd_cluster_key(&c);
         let endpoints = c.etcd_endpoints();
@@ -580,13 +702,21 @@ mod tests {
             .collect();
         let map = ShardMap::initial(8, 3, nodes);
         assert_eq!(node_replicas(5, Some(4), Some(&map)), 5, "grow at once");
-        assert_eq!(node_replicas(3, Some(4), Some(&map)), 4, "node 4 still holds replicas");
+        assert_eq!(
+            node_replicas(3, Some(4), Some(&map)),
+            4,
+            "node 4 still holds replicas"
+        );
         let moves = planner::plan(&map, &[1, 2, 3]).unwrap();
         let mut drained = map.clone();
         for mv in &moves {
             planner::apply_move(&mut drained, mv);
         }
-        assert_eq!(node_replicas(3, Some(4), Some(&drained)), 3, "drained: shrink");
+        assert_eq!(
+            node_replicas(3, Some(4), Some(&drained)),
+            3,
+            "drained: shrink"
+        );
         assert_eq!(node_replicas(3, None, None), 3);
     }
 
@@ -596,6 +726,9 @@ mod tests {
             shardhouse_router_points_total{endpoint=\"v1\"} 100\n\
             shardhouse_router_points_total{endpoint=\"v2\"} 23.5\n\
             shardhouse_router_points_total_other 5\n";
-        assert_eq!(parse_counter_sum(text, "shardhouse_router_points_total"), 123.5);
+        assert_eq!(
+            parse_counter_sum(text, "shardhouse_router_points_total"),
+            123.5
+        );
     }
 }

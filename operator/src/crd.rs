@@ -6,6 +6,10 @@
 //! is expressed as CEL rules so `kubectl apply` rejects bad specs before the
 //! operator ever sees them.
 
+// kube's derive takes one `printcolumn(...)` per column; clippy reads the
+// repeated `type_ = "string"` keys as duplicated attributes.
+#![allow(clippy::duplicated_attributes)]
+
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
@@ -37,7 +41,11 @@ pub const PLURAL: &str = "shardhouseclusters";
         description = "shards with a quorum of replicas healthy/total",
         json_path = ".status.shardsHealthy"
     ),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[x_kube(
     validation = Rule::new("self.replicationFactor % 2 == 1").message("replicationFactor must be odd (1, 3, 5): Raft needs a strict majority"),

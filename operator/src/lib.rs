@@ -21,7 +21,9 @@ pub enum Error {
     #[error("Kubernetes API call failed: {0} (the operator retries with backoff; check RBAC and the API server)")]
     Kube(#[from] kube::Error),
 
-    #[error("etcd at {endpoints} failed: {source} (check --etcd / spec.etcd and that etcd is running)")]
+    #[error(
+        "etcd at {endpoints} failed: {source} (check --etcd / spec.etcd and that etcd is running)"
+    )]
     Etcd {
         endpoints: String,
         #[source]

@@ -10,7 +10,11 @@ use shardhouse_operator::{controller, metrics};
 #[command(version, about = "Kubernetes operator for ShardhouseCluster")]
 struct Options {
     /// Address for /metrics, /health and /ready.
-    #[arg(long, env = "SHARDHOUSE_OPERATOR_HTTP_LISTEN", default_value = "0.0.0.0:8080")]
+    #[arg(
+        long,
+        env = "SHARDHOUSE_OPERATOR_HTTP_LISTEN",
+        default_value = "0.0.0.0:8080"
+    )]
     http_listen: String,
     /// Print the metrics this process exports (Prometheus text) and exit;
     /// the dashboard check compares panel queries against it.

@@ -1,9 +1,7 @@
 //! The operator's own metrics (names fixed in docs/contracts.md), registered
 //! in the process's default Prometheus registry.
 
-use prometheus::{
-    register_histogram, register_int_counter, Histogram, HistogramTimer, IntCounter,
-};
+use prometheus::{register_histogram, register_int_counter, Histogram, HistogramTimer, IntCounter};
 use std::sync::LazyLock;
 
 pub static RECONCILES: LazyLock<IntCounter> = LazyLock::new(|| {

@@ -133,7 +133,9 @@ async fn first_reconcile_only_adds_the_finalizer() {
     res.unwrap();
     assert_eq!(calls.len(), 1, "{calls:#?}");
     assert_eq!(calls[0].method, "PATCH");
-    assert!(calls[0].path.ends_with("/namespaces/ns1/shardhouseclusters/demo"));
+    assert!(calls[0]
+        .path
+        .ends_with("/namespaces/ns1/shardhouseclusters/demo"));
     assert!(calls[0].body.to_string().contains("shardhouse.dev/cleanup"));
 }
 
@@ -151,10 +153,18 @@ async fn apply_creates_every_object_with_server_side_apply_then_status() {
         .filter(|c| c.method == "PATCH" && !c.path.ends_with("/status"))
         .map(|c| {
             assert!(
-                c.query.contains("fieldManager=shardhouse-operator") && c.query.contains("force=true"),
+                c.query.contains("fieldManager=shardhouse-operator")
+                    && c.query.contains("force=true"),
                 "server-side apply with the fixed field manager: {c:?}"
             );
-            c.path.rsplit('/').take(2).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("/")
+            c.path
+                .rsplit('/')
+                .take(2)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect::<Vec<_>>()
+                .join("/")
         })
         .collect();
     for want in [
@@ -166,22 +176,37 @@ async fn apply_creates_every_object_with_server_side_apply_then_status() {
         "poddisruptionbudgets/demo-node",
         "configmaps/demo-dashboard-overview",
     ] {
-        assert!(applied.iter().any(|a| a == want), "{want} not applied: {applied:?}");
+        assert!(
+            applied.iter().any(|a| a == want),
+            "{want} not applied: {applied:?}"
+        );
     }
-    assert!(!applied.iter().any(|a| a.contains("etcd")), "external etcd: {applied:?}");
+    assert!(
+        !applied.iter().any(|a| a.contains("etcd")),
+        "external etcd: {applied:?}"
+    );
     assert!(
         !applied.iter().any(|a| a.starts_with("servicemonitors")),
         "no ServiceMonitor CRD, no ServiceMonitor"
     );
-    let sts = calls.iter().find(|c| c.path.ends_with("statefulsets/demo-node") && c.method == "PATCH").unwrap();
+    let sts = calls
+        .iter()
+        .find(|c| c.path.ends_with("statefulsets/demo-node") && c.method == "PATCH")
+        .unwrap();
     assert_eq!(sts.body["spec"]["replicas"], 3);
     assert_eq!(sts.body["metadata"]["ownerReferences"][0]["uid"], "uid-7");
 
-    let event = calls.iter().find(|c| c.method == "POST" && c.path.ends_with("/events")).unwrap();
+    let event = calls
+        .iter()
+        .find(|c| c.method == "POST" && c.path.ends_with("/events"))
+        .unwrap();
     assert_eq!(event.body["reason"], "Created");
 
     let status = calls.last().unwrap();
-    assert!(status.path.ends_with("/shardhouseclusters/demo/status"), "status last: {status:?}");
+    assert!(
+        status.path.ends_with("/shardhouseclusters/demo/status"),
+        "status last: {status:?}"
+    );
     let st = &status.body["status"];
     assert_eq!(st["observedGeneration"], 2);
     assert_eq!(st["nodesReady"], "0/3");
@@ -202,10 +227,18 @@ async fn delete_cleans_volumes_and_removes_the_finalizer() {
         .iter()
         .find(|c| c.method == "DELETE" && c.path.ends_with("/persistentvolumeclaims"))
         .expect("PVC delete-collection");
-    assert!(pvc.query.contains("app.kubernetes.io%2Finstance%3Ddemo") || pvc.query.contains("instance=demo") || pvc.query.contains("instance%3Ddemo"), "{pvc:?}");
+    assert!(
+        pvc.query.contains("app.kubernetes.io%2Finstance%3Ddemo")
+            || pvc.query.contains("instance=demo")
+            || pvc.query.contains("instance%3Ddemo"),
+        "{pvc:?}"
+    );
     let last = calls.last().unwrap();
     assert_eq!(last.method, "PATCH");
-    assert!(last.body.to_string().contains("remove"), "finalizer removed last: {last:?}");
+    assert!(
+        last.body.to_string().contains("remove"),
+        "finalizer removed last: {last:?}"
+    );
     assert!(
         !calls.iter().any(|c| c.path.contains("statefulsets")),
         "nothing is applied while deleting"

@@ -118,9 +118,9 @@ pub fn plan(map: &ShardMap, nodes: &[u64]) -> Result<Vec<Move>, PlanError> {
             if !p.replicas.contains(&max_node) {
                 continue;
             }
-            if let Some(to) =
-                least_loaded(&load, |t| !p.replicas.contains(&t) && load[&t] + 1 < max_load)
-            {
+            if let Some(to) = least_loaded(&load, |t| {
+                !p.replicas.contains(&t) && load[&t] + 1 < max_load
+            }) {
                 chosen = Some((i, to));
                 break;
             }
@@ -315,7 +315,10 @@ mod tests {
                     assert!(!p.replicas.contains(node), "{mv:?}: already a voter");
                 }
                 Move::PromoteLearner { node, .. } => {
-                    assert!(p.learners.contains(node), "{mv:?}: promote of a non-learner");
+                    assert!(
+                        p.learners.contains(node),
+                        "{mv:?}: promote of a non-learner"
+                    );
                 }
                 Move::TransferLeader { from, to, .. } => {
                     assert_eq!(p.leader_hint, *from, "{mv:?}: from is not the leader");
@@ -333,7 +336,10 @@ mod tests {
             apply_move(&mut m, mv);
             let p = m.shard(mv.shard()).unwrap();
             assert!(p.replicas.len() >= rf, "{mv:?}: below rf");
-            assert!(p.replicas.contains(&p.leader_hint), "{mv:?}: leader not a voter");
+            assert!(
+                p.replicas.contains(&p.leader_hint),
+                "{mv:?}: leader not a voter"
+            );
         }
         m
     }
@@ -349,7 +355,10 @@ mod tests {
             let distinct: BTreeSet<_> = p.replicas.iter().collect();
             assert_eq!(distinct.len(), p.replicas.len(), "duplicate replica {p:?}");
             assert_eq!(p.replicas.len(), m.replication_factor as usize);
-            assert!(p.replicas.iter().all(|r| nodes.contains(r)), "{p:?} off target");
+            assert!(
+                p.replicas.iter().all(|r| nodes.contains(r)),
+                "{p:?} off target"
+            );
             assert!(p.learners.is_empty());
         }
     }
@@ -424,8 +433,7 @@ mod tests {
                                 (x.0 as usize).saturating_sub(cap)
                             })
                             .sum();
-                        let inn: usize =
-                            after.iter().map(|n| floor.saturating_sub(load(n))).sum();
+                        let inn: usize = after.iter().map(|n| floor.saturating_sub(load(n))).sum();
                         let n = data_moves(&moves);
                         assert!(
                             n <= out.max(inn) + 1 && n >= out.max(inn),

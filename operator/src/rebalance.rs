@@ -65,7 +65,10 @@ impl ClusterMeta {
             .map_err(|e| self.etcd_err(e))?;
         match resp.kvs().first() {
             None => Ok(None),
-            Some(kv) => Ok(Some((serde_json::from_slice(kv.value())?, kv.mod_revision()))),
+            Some(kv) => Ok(Some((
+                serde_json::from_slice(kv.value())?,
+                kv.mod_revision(),
+            ))),
         }
     }
 
@@ -131,7 +134,11 @@ impl Executor {
         }
     }
 
-    async fn admin(&mut self, node_id: u64, nodes: &BTreeMap<u64, NodeInfo>) -> Result<(String, AdminClient<Channel>)> {
+    async fn admin(
+        &mut self,
+        node_id: u64,
+        nodes: &BTreeMap<u64, NodeInfo>,
+    ) -> Result<(String, AdminClient<Channel>)> {
         let info = nodes.get(&node_id).ok_or(Error::UnknownNode { node_id })?;
         if let Some((addr, c)) = self.channels.get(&node_id) {
             if *addr == info.grpc_addr {
@@ -147,17 +154,25 @@ impl Executor {
             })?
             .connect_timeout(Duration::from_secs(3))
             .timeout(RPC_TIMEOUT);
-        let channel = endpoint.connect().await.map_err(|e| Error::NodeUnreachable {
-            node_id,
-            addr: addr.clone(),
-            message: e.to_string(),
-        })?;
+        let channel = endpoint
+            .connect()
+            .await
+            .map_err(|e| Error::NodeUnreachable {
+                node_id,
+                addr: addr.clone(),
+                message: e.to_string(),
+            })?;
         let client = AdminClient::new(channel);
-        self.channels.insert(node_id, (addr.clone(), client.clone()));
+        self.channels
+            .insert(node_id, (addr.clone(), client.clone()));
         Ok((addr, client))
     }
 
-    async fn shard_states(&mut self, node_id: u64, nodes: &BTreeMap<u64, NodeInfo>) -> Result<ShardStatesReply> {
+    async fn shard_states(
+        &mut self,
+        node_id: u64,
+        nodes: &BTreeMap<u64, NodeInfo>,
+    ) -> Result<ShardStatesReply> {
         let (addr, mut c) = self.admin(node_id, nodes).await?;
         c.shard_states(ShardStatesRequest {})
             .await
@@ -170,7 +185,7 @@ impl Executor {
     }
 
     /// Sends a change to the shard's leader, following `not_leader` hints.
-    async fn to_leader(
+    async fn send_to_leader(
         &mut self,
         call: &'static str,
         shard: u32,
@@ -182,14 +197,18 @@ impl Executor {
         for _ in 0..8 {
             if leader == 0 {
                 tokio::time::sleep(POLL).await;
-                leader = *nodes.keys().next().ok_or(Error::UnknownNode { node_id: 0 })?;
+                leader = *nodes
+                    .keys()
+                    .next()
+                    .ok_or(Error::UnknownNode { node_id: 0 })?;
             }
             let (addr, mut c) = self.admin(leader, nodes).await?;
-            let reply: std::result::Result<tonic::Response<AdminReply>, tonic::Status> = match &req {
+            let reply: std::result::Result<tonic::Response<AdminReply>, tonic::Status> = match &req
+            {
                 ChangeOrTransfer::AddLearner(r) => c.add_learner(r.clone()).await,
                 ChangeOrTransfer::Promote(r) => c.promote_learner(r.clone()).await,
                 ChangeOrTransfer::Remove(r) => c.remove_replica(r.clone()).await,
-                ChangeOrTransfer::Transfer(r) => c.transfer_leader(r.clone()).await,
+                ChangeOrTransfer::Transfer(r) => c.transfer_leader(*r).await,
             };
             let reply = reply
                 .map_err(|s| Error::NodeUnreachable {
@@ -225,12 +244,9 @@ impl Executor {
         let (mut map, rev) = self.load().await?;
         let nodes = self.nodes_for(&map).await?;
         let shard = mv.shard();
-        let placement = map
-            .shard(shard)
-            .cloned()
-            .ok_or(Error::NoShardMap {
-                key: format!("{} shard {shard}", keys::shard_map(&self.meta.cluster)),
-            })?;
+        let placement = map.shard(shard).cloned().ok_or(Error::NoShardMap {
+            key: format!("{} shard {shard}", keys::shard_map(&self.meta.cluster)),
+        })?;
         let peer = |id: u64| -> Result<Peer> {
             Ok(Peer {
                 node_id: id,
@@ -278,22 +294,41 @@ impl Executor {
                     shard,
                     target: Some(peer(node)?),
                 };
-                self.to_leader("AddLearner", shard, placement.leader_hint, &nodes, ChangeOrTransfer::AddLearner(req))
-                    .await?;
+                self.send_to_leader(
+                    "AddLearner",
+                    shard,
+                    placement.leader_hint,
+                    &nodes,
+                    ChangeOrTransfer::AddLearner(req),
+                )
+                .await?;
             }
             Move::PromoteLearner { node, .. } => {
-                self.wait_caught_up(shard, node, placement.leader_hint, &nodes).await?;
+                self.wait_caught_up(shard, node, placement.leader_hint, &nodes)
+                    .await?;
                 let req = ChangeReplicaRequest {
                     shard,
                     target: Some(peer(node)?),
                 };
-                self.to_leader("PromoteLearner", shard, placement.leader_hint, &nodes, ChangeOrTransfer::Promote(req))
-                    .await?;
+                self.send_to_leader(
+                    "PromoteLearner",
+                    shard,
+                    placement.leader_hint,
+                    &nodes,
+                    ChangeOrTransfer::Promote(req),
+                )
+                .await?;
             }
             Move::TransferLeader { from, to, .. } => {
                 let req = TransferLeaderRequest { shard, to_node: to };
-                self.to_leader("TransferLeader", shard, from, &nodes, ChangeOrTransfer::Transfer(req))
-                    .await?;
+                self.send_to_leader(
+                    "TransferLeader",
+                    shard,
+                    from,
+                    &nodes,
+                    ChangeOrTransfer::Transfer(req),
+                )
+                .await?;
                 self.wait_leader(shard, to, &nodes).await?;
             }
             Move::RemoveReplica { node, .. } => {
@@ -301,8 +336,14 @@ impl Executor {
                     shard,
                     target: Some(peer(node)?),
                 };
-                self.to_leader("RemoveReplica", shard, placement.leader_hint, &nodes, ChangeOrTransfer::Remove(req))
-                    .await?;
+                self.send_to_leader(
+                    "RemoveReplica",
+                    shard,
+                    placement.leader_hint,
+                    &nodes,
+                    ChangeOrTransfer::Remove(req),
+                )
+                .await?;
             }
         }
         planner::apply_move(&mut map, mv);
@@ -313,9 +354,12 @@ impl Executor {
     }
 
     async fn load(&mut self) -> Result<(ShardMap, i64)> {
-        self.meta.shard_map().await?.ok_or_else(|| Error::NoShardMap {
-            key: keys::shard_map(&self.meta.cluster),
-        })
+        self.meta
+            .shard_map()
+            .await?
+            .ok_or_else(|| Error::NoShardMap {
+                key: keys::shard_map(&self.meta.cluster),
+            })
     }
 
     /// Addresses of live nodes, falling back to the map's own node table.
@@ -325,7 +369,13 @@ impl Executor {
         Ok(nodes)
     }
 
-    async fn wait_caught_up(&mut self, shard: u32, learner: u64, leader: u64, nodes: &BTreeMap<u64, NodeInfo>) -> Result<()> {
+    async fn wait_caught_up(
+        &mut self,
+        shard: u32,
+        learner: u64,
+        leader: u64,
+        nodes: &BTreeMap<u64, NodeInfo>,
+    ) -> Result<()> {
         let deadline = tokio::time::Instant::now() + self.catch_up_timeout;
         loop {
             let commit = self
@@ -347,7 +397,9 @@ impl Executor {
             }
             if tokio::time::Instant::now() > deadline {
                 return Err(Error::Timeout {
-                    what: format!("learner {learner} of shard {shard} to catch up ({applied}/{commit})"),
+                    what: format!(
+                        "learner {learner} of shard {shard} to catch up ({applied}/{commit})"
+                    ),
                     secs: self.catch_up_timeout.as_secs(),
                 });
             }
@@ -355,11 +407,20 @@ impl Executor {
         }
     }
 
-    async fn wait_leader(&mut self, shard: u32, to: u64, nodes: &BTreeMap<u64, NodeInfo>) -> Result<()> {
+    async fn wait_leader(
+        &mut self,
+        shard: u32,
+        to: u64,
+        nodes: &BTreeMap<u64, NodeInfo>,
+    ) -> Result<()> {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         loop {
             let st = self.shard_states(to, nodes).await?;
-            if st.shards.iter().any(|s| s.shard == shard && s.role == "leader") {
+            if st
+                .shards
+                .iter()
+                .any(|s| s.shard == shard && s.role == "leader")
+            {
                 return Ok(());
             }
             if tokio::time::Instant::now() > deadline {

@@ -98,7 +98,8 @@ fn selector(c: &ShardhouseCluster, component: &str) -> Value {
 pub fn owner_ref(c: &ShardhouseCluster) -> OwnerReference {
     // The object comes from the API server, so it has a uid; a missing one
     // is a programming error in a test fixture.
-    c.controller_owner_ref(&()).expect("ShardhouseCluster has a uid")
+    c.controller_owner_ref(&())
+        .expect("ShardhouseCluster has a uid")
 }
 
 fn meta(c: &ShardhouseCluster, name: String, component: &str) -> Value {
@@ -502,7 +503,10 @@ pub(crate) mod tests {
         );
         let cmd = ctr.command.as_ref().unwrap().join(" ");
         assert!(cmd.contains(NODE_BINARY), "{cmd}");
-        assert!(cmd.contains("--advertise-host ${HOSTNAME}.ts-node.prod.svc"), "{cmd}");
+        assert!(
+            cmd.contains("--advertise-host ${HOSTNAME}.ts-node.prod.svc"),
+            "{cmd}"
+        );
         let req = ctr.resources.as_ref().unwrap().requests.as_ref().unwrap();
         assert_eq!(req["cpu"].0, "4");
         assert_eq!(req["memory"].0, "8Gi");
@@ -510,7 +514,14 @@ pub(crate) mod tests {
         let pvc_spec = pvc.spec.as_ref().unwrap();
         assert_eq!(pvc_spec.storage_class_name.as_deref(), Some("fast"));
         assert_eq!(
-            pvc_spec.resources.as_ref().unwrap().requests.as_ref().unwrap()["storage"].0,
+            pvc_spec
+                .resources
+                .as_ref()
+                .unwrap()
+                .requests
+                .as_ref()
+                .unwrap()["storage"]
+                .0,
             "50Gi"
         );
         // Scaling must not change the pod template (it would roll pods).
@@ -533,7 +544,10 @@ pub(crate) mod tests {
             &d.node_pdb.metadata,
             &d.service_monitor.as_ref().unwrap().metadata,
         ];
-        for m in metas.into_iter().chain(d.dashboards.iter().map(|c| &c.metadata)) {
+        for m in metas
+            .into_iter()
+            .chain(d.dashboards.iter().map(|c| &c.metadata))
+        {
             let owners = m.owner_references.as_ref().unwrap();
             assert_eq!(owners.len(), 1);
             assert_eq!(owners[0].kind, "ShardhouseCluster");
@@ -567,9 +581,15 @@ pub(crate) mod tests {
         let d = desired(&c, &decisions(3));
         assert!(d.etcd.is_none() && d.etcd_service.is_none());
         let data = d.config.data.unwrap();
-        assert_eq!(data["SHARDHOUSE_NODE_ETCD_ENDPOINTS"], "http://a:2379,http://b:2379");
+        assert_eq!(
+            data["SHARDHOUSE_NODE_ETCD_ENDPOINTS"],
+            "http://a:2379,http://b:2379"
+        );
         assert_eq!(data["SHARDHOUSE_ROUTER_CLUSTER"], "ts");
-        assert_eq!(data["SHARDHOUSE_NODE_INIT_CLUSTER"], "shards=16,rf=3,nodes=3");
+        assert_eq!(
+            data["SHARDHOUSE_NODE_INIT_CLUSTER"],
+            "shards=16,rf=3,nodes=3"
+        );
     }
 
     #[test]
@@ -581,7 +601,13 @@ pub(crate) mod tests {
         let ctr = &spec.template.spec.unwrap().containers[0];
         let env = ctr.env.as_ref().unwrap();
         assert_eq!(env[0].name, "SHARDHOUSE_ROUTER_AUTH_TOKEN");
-        let ports: Vec<i32> = ctr.ports.as_ref().unwrap().iter().map(|p| p.container_port).collect();
+        let ports: Vec<i32> = ctr
+            .ports
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|p| p.container_port)
+            .collect();
         assert_eq!(ports, vec![8086, 8087]);
         let svc_ports: Vec<i32> = d
             .router_service
@@ -604,7 +630,10 @@ pub(crate) mod tests {
         assert!(d.service_monitor.is_none());
         assert_eq!(d.dashboards.len(), dashboards::ALL.len());
         for cm in &d.dashboards {
-            assert_eq!(cm.metadata.labels.as_ref().unwrap()["grafana_dashboard"], "1");
+            assert_eq!(
+                cm.metadata.labels.as_ref().unwrap()["grafana_dashboard"],
+                "1"
+            );
             let (_, body) = cm.data.as_ref().unwrap().iter().next().unwrap();
             serde_json::from_str::<Value>(body).expect("dashboard JSON");
         }

@@ -53,7 +53,10 @@ pub fn compute(
     } else if obs.shard_map.is_some() && !all_healthy {
         Some((
             "ShardsWithoutQuorum",
-            format!("{} of {shard_count} shards lack a live quorum", shard_count - healthy),
+            format!(
+                "{} of {shard_count} shards lack a live quorum",
+                shard_count - healthy
+            ),
         ))
     } else {
         None
@@ -98,7 +101,11 @@ pub fn compute(
         cond(
             "Ready",
             ready,
-            if ready { "AllShardsHealthy" } else { "NotReady" },
+            if ready {
+                "AllShardsHealthy"
+            } else {
+                "NotReady"
+            },
             format!(
                 "{}/{} nodes ready, {healthy}/{shard_count} shards healthy",
                 obs.ready_nodes, obs.desired_nodes
@@ -122,7 +129,11 @@ pub fn compute(
         cond(
             "Rebalancing",
             rebalancing,
-            if rebalancing { "MovesPending" } else { "Balanced" },
+            if rebalancing {
+                "MovesPending"
+            } else {
+                "Balanced"
+            },
             if rebalancing {
                 format!("{} shard moves pending", obs.pending_moves)
             } else {

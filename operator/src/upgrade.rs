@@ -55,7 +55,9 @@ pub fn next_step(
     }
     outdated.sort_by_key(|p| std::cmp::Reverse(p.node_id));
     let next = outdated[0];
-    let moves = map.map(|m| leaders_off(m, next.node_id)).unwrap_or_default();
+    let moves = map
+        .map(|m| leaders_off(m, next.node_id))
+        .unwrap_or_default();
     if moves.is_empty() {
         UpgradeStep::DeletePod {
             name: next.name.clone(),
@@ -128,7 +130,10 @@ mod tests {
 
     #[test]
     fn done_when_every_pod_is_on_the_update_revision() {
-        assert_eq!(next_step(&pods(&["b", "b", "b"]), "b", None, true), UpgradeStep::Done);
+        assert_eq!(
+            next_step(&pods(&["b", "b", "b"]), "b", None, true),
+            UpgradeStep::Done
+        );
     }
 
     #[test]
@@ -141,7 +146,9 @@ mod tests {
         assert_eq!(node_id, 3);
         assert_eq!(moves.len(), 2, "node 3 leads 2 of 6 shards");
         for mv in &moves {
-            let Move::TransferLeader { from, to, .. } = mv else { panic!() };
+            let Move::TransferLeader { from, to, .. } = mv else {
+                panic!()
+            };
             assert_eq!(*from, 3);
             assert_ne!(*to, 3);
         }
@@ -163,12 +170,21 @@ mod tests {
     fn waits_for_unready_pods_and_unhealthy_shards() {
         let mut p = pods(&["b", "a", "b"]);
         p[2].ready = false;
-        assert!(matches!(next_step(&p, "b", None, true), UpgradeStep::Wait(_)));
+        assert!(matches!(
+            next_step(&p, "b", None, true),
+            UpgradeStep::Wait(_)
+        ));
         let p = pods(&["b", "a", "b"]);
-        assert!(matches!(next_step(&p, "b", None, false), UpgradeStep::Wait(_)));
+        assert!(matches!(
+            next_step(&p, "b", None, false),
+            UpgradeStep::Wait(_)
+        ));
         let mut p = pods(&["b", "a", "b"]);
         p[0].terminating = true;
-        assert!(matches!(next_step(&p, "b", None, true), UpgradeStep::Wait(_)));
+        assert!(matches!(
+            next_step(&p, "b", None, true),
+            UpgradeStep::Wait(_)
+        ));
         // One outdated pod and all healthy: that pod goes next.
         let p = pods(&["b", "a", "b"]);
         assert_eq!(

@@ -86,9 +86,17 @@ async fn operator_against_a_real_apiserver() {
 
     // --- the API server enforces the CEL rules
     let pp = PostParams::default();
-    let msg = rejection(shc.create(&pp, &cluster("even", &cp.etcd_url, 3, 2)).await.unwrap_err());
+    let msg = rejection(
+        shc.create(&pp, &cluster("even", &cp.etcd_url, 3, 2))
+            .await
+            .unwrap_err(),
+    );
     assert!(msg.contains("replicationFactor must be odd"), "{msg}");
-    let msg = rejection(shc.create(&pp, &cluster("toofew", &cp.etcd_url, 2, 3)).await.unwrap_err());
+    let msg = rejection(
+        shc.create(&pp, &cluster("toofew", &cp.etcd_url, 2, 3))
+            .await
+            .unwrap_err(),
+    );
     assert!(msg.contains("must not exceed nodes.replicas"), "{msg}");
     let mut bad = cluster("zero", &cp.etcd_url, 3, 3);
     bad.spec.shard_count = 0;
@@ -98,11 +106,17 @@ async fn operator_against_a_real_apiserver() {
     let controller = tokio::spawn(shardhouse_operator::controller::run(client.clone()));
 
     let name = "demo";
-    shc.create(&pp, &cluster(name, &cp.etcd_url, 3, 3)).await.unwrap();
+    shc.create(&pp, &cluster(name, &cp.etcd_url, 3, 3))
+        .await
+        .unwrap();
     let msg = rejection(
-        shc.patch(name, &PatchParams::default(), &Patch::Merge(json!({"spec": {"shardCount": 9}})))
-            .await
-            .unwrap_err(),
+        shc.patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"shardCount": 9}})),
+        )
+        .await
+        .unwrap_err(),
     );
     assert!(msg.contains("shardCount is immutable"), "{msg}");
 
@@ -121,10 +135,16 @@ async fn operator_against_a_real_apiserver() {
     };
     assert!(owned_by(&sts.metadata));
     assert_eq!(sts.spec.as_ref().unwrap().replicas, Some(3));
-    let dep = Api::<Deployment>::namespaced(client.clone(), ns).get("demo-router").await.unwrap();
+    let dep = Api::<Deployment>::namespaced(client.clone(), ns)
+        .get("demo-router")
+        .await
+        .unwrap();
     assert!(owned_by(&dep.metadata));
     for svc in ["demo-node", "demo-router"] {
-        let s = Api::<Service>::namespaced(client.clone(), ns).get(svc).await.unwrap();
+        let s = Api::<Service>::namespaced(client.clone(), ns)
+            .get(svc)
+            .await
+            .unwrap();
         assert!(owned_by(&s.metadata), "{svc}");
     }
     let cms = Api::<ConfigMap>::namespaced(client.clone(), ns);
@@ -144,7 +164,12 @@ async fn operator_against_a_real_apiserver() {
     // External etcd: no managed etcd StatefulSet.
     assert!(sts_api.get_opt("demo-etcd").await.unwrap().is_none());
     // The finalizer is on.
-    assert!(shc.get(name).await.unwrap().finalizers().contains(&"shardhouse.dev/cleanup".to_string()));
+    assert!(shc
+        .get(name)
+        .await
+        .unwrap()
+        .finalizers()
+        .contains(&"shardhouse.dev/cleanup".to_string()));
 
     // --- status and conditions are written
     let st = eventually(60, "status with conditions", || {
@@ -152,7 +177,8 @@ async fn operator_against_a_real_apiserver() {
         async move {
             let c = shc.get(name).await.ok()?;
             let st = c.status?;
-            (st.observed_generation == c.metadata.generation && st.conditions.len() == 4).then_some(st)
+            (st.observed_generation == c.metadata.generation && st.conditions.len() == 4)
+                .then_some(st)
         }
     })
     .await;
@@ -176,9 +202,13 @@ async fn operator_against_a_real_apiserver() {
     .await;
 
     // --- scale out: the StatefulSet follows
-    shc.patch(name, &PatchParams::default(), &Patch::Merge(json!({"spec": {"nodes": {"replicas": 5}}})))
-        .await
-        .unwrap();
+    shc.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"nodes": {"replicas": 5}}})),
+    )
+    .await
+    .unwrap();
     let replicas = |want: i32| {
         let a = sts_api.clone();
         async move {
@@ -189,7 +219,9 @@ async fn operator_against_a_real_apiserver() {
     eventually(60, "StatefulSet at 5 replicas", || replicas(5)).await;
 
     // --- scale in while nodes 4 and 5 still hold replicas: no shrink
-    let mut etcd = etcd_client::Client::connect([cp.etcd_url.as_str()], None).await.unwrap();
+    let mut etcd = etcd_client::Client::connect([cp.etcd_url.as_str()], None)
+        .await
+        .unwrap();
     let nodes: Vec<NodeInfo> = (1..=5)
         .map(|id| NodeInfo {
             node_id: id,
@@ -199,12 +231,20 @@ async fn operator_against_a_real_apiserver() {
         })
         .collect();
     let map = ShardMap::initial(8, 3, nodes);
-    etcd.put(keys::shard_map("demo"), serde_json::to_vec(&map).unwrap(), None)
-        .await
-        .unwrap();
-    shc.patch(name, &PatchParams::default(), &Patch::Merge(json!({"spec": {"nodes": {"replicas": 3}}})))
-        .await
-        .unwrap();
+    etcd.put(
+        keys::shard_map("demo"),
+        serde_json::to_vec(&map).unwrap(),
+        None,
+    )
+    .await
+    .unwrap();
+    shc.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"nodes": {"replicas": 3}}})),
+    )
+    .await
+    .unwrap();
     eventually(60, "status desired 3 while draining", || {
         let shc = shc.clone();
         async move {
@@ -214,18 +254,33 @@ async fn operator_against_a_real_apiserver() {
     })
     .await;
     let s = sts_api.get("demo-node").await.unwrap();
-    assert_eq!(s.spec.unwrap().replicas, Some(5), "must not shrink before the drain");
+    assert_eq!(
+        s.spec.unwrap().replicas,
+        Some(5),
+        "must not shrink before the drain"
+    );
 
     // Once the map no longer places replicas on nodes 4 and 5, it shrinks.
     let drained = ShardMap::initial(8, 3, map.nodes.values().take(3).cloned().collect());
-    etcd.put(keys::shard_map("demo"), serde_json::to_vec(&drained).unwrap(), None)
-        .await
-        .unwrap();
+    etcd.put(
+        keys::shard_map("demo"),
+        serde_json::to_vec(&drained).unwrap(),
+        None,
+    )
+    .await
+    .unwrap();
     // Nudge a reconcile (the operator also requeues on its own).
-    shc.patch(name, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"annotations": {"nudge": "1"}}})))
-        .await
-        .unwrap();
-    eventually(60, "StatefulSet shrinks to 3 after the drain", || replicas(3)).await;
+    shc.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"annotations": {"nudge": "1"}}})),
+    )
+    .await
+    .unwrap();
+    eventually(60, "StatefulSet shrinks to 3 after the drain", || {
+        replicas(3)
+    })
+    .await;
 
     // --- the chart, rendered and dry-run applied to this API server
     chart_dry_run(&cp, ns);
@@ -238,10 +293,17 @@ async fn operator_against_a_real_apiserver() {
     })
     .await;
     let left = etcd
-        .get(keys::prefix("demo"), Some(etcd_client::GetOptions::new().with_prefix()))
+        .get(
+            keys::prefix("demo"),
+            Some(etcd_client::GetOptions::new().with_prefix()),
+        )
         .await
         .unwrap();
-    assert_eq!(left.kvs().len(), 0, "finalizer removes the cluster's etcd keys");
+    assert_eq!(
+        left.kvs().len(),
+        0,
+        "finalizer removes the cluster's etcd keys"
+    );
     assert!(
         cp.has_controller_manager,
         "kube-controller-manager is missing (scripts/deps.d/kube.sh builds it): owned objects are deleted by its garbage collector"
@@ -260,8 +322,16 @@ fn chart_dry_run(cp: &ControlPlane, ns: &str) {
     let kubectl = support::which("kubectl").expect("kubectl 1.32+ must be on the PATH");
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let chart = root.join("charts/shardhouse");
-    let lint = Command::new(&helm).arg("lint").arg(&chart).output().unwrap();
-    assert!(lint.status.success(), "helm lint: {}", String::from_utf8_lossy(&lint.stdout));
+    let lint = Command::new(&helm)
+        .arg("lint")
+        .arg(&chart)
+        .output()
+        .unwrap();
+    assert!(
+        lint.status.success(),
+        "helm lint: {}",
+        String::from_utf8_lossy(&lint.stdout)
+    );
 
     let value_sets: Vec<Vec<String>> = vec![
         vec![],
@@ -274,7 +344,8 @@ fn chart_dry_run(cp: &ControlPlane, ns: &str) {
                 "cluster.spec={}",
                 serde_json::to_string(
                     &serde_yaml::from_str::<serde_json::Value>(
-                        &std::fs::read_to_string(root.join("manifests/examples/large.yaml")).unwrap()
+                        &std::fs::read_to_string(root.join("manifests/examples/large.yaml"))
+                            .unwrap()
                     )
                     .unwrap()["spec"]
                 )
@@ -290,10 +361,23 @@ fn chart_dry_run(cp: &ControlPlane, ns: &str) {
             .args(&extra)
             .output()
             .unwrap();
-        assert!(out.status.success(), "helm template {extra:?}: {}", String::from_utf8_lossy(&out.stderr));
-        kubectl_dry_run(&kubectl, cp, Some(ns), &out.stdout, &format!("chart {extra:?}"));
+        assert!(
+            out.status.success(),
+            "helm template {extra:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        kubectl_dry_run(
+            &kubectl,
+            cp,
+            Some(ns),
+            &out.stdout,
+            &format!("chart {extra:?}"),
+        );
     }
-    for f in ["manifests/examples/small.yaml", "manifests/examples/large.yaml"] {
+    for f in [
+        "manifests/examples/small.yaml",
+        "manifests/examples/large.yaml",
+    ] {
         let body = std::fs::read(root.join(f)).unwrap();
         kubectl_dry_run(&kubectl, cp, Some(ns), &body, f);
     }
@@ -304,12 +388,22 @@ fn chart_dry_run(cp: &ControlPlane, ns: &str) {
         .args(["create", "namespace", "shardhouse-system"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let body = std::fs::read(root.join("manifests/install.yaml")).unwrap();
     kubectl_dry_run(&kubectl, cp, None, &body, "manifests/install.yaml");
 }
 
-fn kubectl_dry_run(kubectl: &std::path::Path, cp: &ControlPlane, ns: Option<&str>, yaml: &[u8], what: &str) {
+fn kubectl_dry_run(
+    kubectl: &std::path::Path,
+    cp: &ControlPlane,
+    ns: Option<&str>,
+    yaml: &[u8],
+    what: &str,
+) {
     use std::io::Write;
     let mut cmd = Command::new(kubectl);
     cmd.arg(format!("--kubeconfig={}", cp.kubeconfig.display()))

@@ -35,7 +35,10 @@ fn committed_crd_matches_the_rust_types() {
         assert!(generated.contains(rule), "CRD lacks CEL rule {rule}");
     }
     for col in ["Phase", "Nodes", "Shards", "Age"] {
-        assert!(generated.contains(&format!("name: {col}")), "printer column {col}");
+        assert!(
+            generated.contains(&format!("name: {col}")),
+            "printer column {col}"
+        );
     }
     assert!(generated.contains("- shc"));
 }
@@ -65,7 +68,10 @@ fn dockerfile(name: &str) -> (String, Vec<i32>, String, Vec<String>) {
         .filter(|w| w[0] == "--bin")
         .map(|w| w[1].to_string())
         .collect();
-    assert!(text.contains("AS build") && text.contains("COPY --from=build"), "{name}: multi-stage");
+    assert!(
+        text.contains("AS build") && text.contains("COPY --from=build"),
+        "{name}: multi-stage"
+    );
     (entry, ports, pkg, bins)
 }
 
@@ -112,10 +118,12 @@ mod toml_like {
 
 #[test]
 fn chart_dockerfiles_and_binaries_agree() {
-    let values: serde_yaml::Value = serde_yaml::from_str(&read("charts/shardhouse/values.yaml")).unwrap();
+    let values: serde_yaml::Value =
+        serde_yaml::from_str(&read("charts/shardhouse/values.yaml")).unwrap();
     assert_eq!(values["image"]["registry"].as_str(), Some(DEFAULT_REGISTRY));
     assert_eq!(values["image"]["tag"].as_str(), Some(DEFAULT_TAG));
-    let chart: serde_yaml::Value = serde_yaml::from_str(&read("charts/shardhouse/Chart.yaml")).unwrap();
+    let chart: serde_yaml::Value =
+        serde_yaml::from_str(&read("charts/shardhouse/Chart.yaml")).unwrap();
     assert_eq!(chart["appVersion"].as_str(), Some(DEFAULT_TAG));
 
     // operator image
@@ -124,10 +132,16 @@ fn chart_dockerfiles_and_binaries_agree() {
     let deployment = read("charts/shardhouse/templates/deployment.yaml");
     assert!(deployment.contains(&format!("command: [\"{entry}\"]")));
     assert!(deployment.contains("/shardhouse-operator:{{ .Values.image.tag }}"));
-    assert_eq!(ports, vec![values["operator"]["httpPort"].as_i64().unwrap() as i32]);
+    assert_eq!(
+        ports,
+        vec![values["operator"]["httpPort"].as_i64().unwrap() as i32]
+    );
     let (opkg, obins) = package_bins("operator/Cargo.toml");
     assert_eq!(pkg, opkg);
-    assert!(bins.iter().all(|b| obins.contains(b)), "{bins:?} vs {obins:?}");
+    assert!(
+        bins.iter().all(|b| obins.contains(b)),
+        "{bins:?} vs {obins:?}"
+    );
 
     // router image: what the operator's Deployment runs
     let (entry, ports, pkg, bins) = dockerfile("router");
@@ -151,24 +165,48 @@ fn chart_dockerfiles_and_binaries_agree() {
         .lines()
         .find_map(|l| l.strip_prefix("CHDB_VERSION="))
         .unwrap();
-    assert!(node_df.contains(&format!("ARG CHDB_VERSION={chdb}")), "node image chdb-core version");
+    assert!(
+        node_df.contains(&format!("ARG CHDB_VERSION={chdb}")),
+        "node image chdb-core version"
+    );
 
     // image names the operator puts into pods
     let spec = shardhouse_operator::crd::ImageSpec::default();
-    assert_eq!(spec.node(), format!("{DEFAULT_REGISTRY}/shardhouse-node:{DEFAULT_TAG}"));
-    assert_eq!(spec.router(), format!("{DEFAULT_REGISTRY}/shardhouse-router:{DEFAULT_TAG}"));
+    assert_eq!(
+        spec.node(),
+        format!("{DEFAULT_REGISTRY}/shardhouse-node:{DEFAULT_TAG}")
+    );
+    assert_eq!(
+        spec.router(),
+        format!("{DEFAULT_REGISTRY}/shardhouse-router:{DEFAULT_TAG}")
+    );
 
     // ports recorded in docs/contracts.md
     let contracts = read("docs/contracts.md");
-    for p in [ROUTER_HTTP_PORT, ROUTER_GRPC_PORT, NODE_GRPC_PORT, NODE_HTTP_PORT] {
-        assert!(contracts.contains(&p.to_string()), "port {p} not in docs/contracts.md");
+    for p in [
+        ROUTER_HTTP_PORT,
+        ROUTER_GRPC_PORT,
+        NODE_GRPC_PORT,
+        NODE_HTTP_PORT,
+    ] {
+        assert!(
+            contracts.contains(&p.to_string()),
+            "port {p} not in docs/contracts.md"
+        );
     }
 }
 
 #[test]
 fn example_clusters_parse_as_the_custom_resource() {
-    for f in ["manifests/examples/small.yaml", "manifests/examples/large.yaml"] {
-        let c: ShardhouseCluster = serde_yaml::from_str(&read(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
-        assert!(c.spec.replication_factor % 2 == 1 && c.spec.replication_factor as i32 <= c.spec.nodes.replicas);
+    for f in [
+        "manifests/examples/small.yaml",
+        "manifests/examples/large.yaml",
+    ] {
+        let c: ShardhouseCluster =
+            serde_yaml::from_str(&read(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+        assert!(
+            c.spec.replication_factor % 2 == 1
+                && c.spec.replication_factor as i32 <= c.spec.nodes.replicas
+        );
     }
 }

@@ -13,7 +13,12 @@ use std::io::Write;
 #[command(version, about = "Inspect and rebalance a Shardhouse cluster")]
 struct Options {
     /// etcd client URLs, comma separated.
-    #[arg(long, env = "SHARDHOUSE_ETCD", default_value = "http://127.0.0.1:2379", value_delimiter = ',')]
+    #[arg(
+        long,
+        env = "SHARDHOUSE_ETCD",
+        default_value = "http://127.0.0.1:2379",
+        value_delimiter = ','
+    )]
     etcd: Vec<String>,
     /// Cluster name (the `/shardhouse/<cluster>/` prefix).
     #[arg(long, env = "SHARDHOUSE_CLUSTER", default_value = "local")]
@@ -84,12 +89,27 @@ async fn main() -> anyhow::Result<()> {
                 writeln!(
                     out,
                     "cluster {} epoch {} shards {} rf {} healthy {healthy}/{}",
-                    opts.cluster, map.epoch, map.shard_count, map.replication_factor, map.shard_count
+                    opts.cluster,
+                    map.epoch,
+                    map.shard_count,
+                    map.replication_factor,
+                    map.shard_count
                 )?;
-                writeln!(out, "{:>6} {:>6} {:>8} {:>5}  addr", "node", "shards", "leaders", "live")?;
+                writeln!(
+                    out,
+                    "{:>6} {:>6} {:>8} {:>5}  addr",
+                    "node", "shards", "leaders", "live"
+                )?;
                 for (id, (s, l)) in &counts {
-                    let addr = live.get(id).or(map.nodes.get(id)).map_or("-", |n| n.grpc_addr.as_str());
-                    writeln!(out, "{id:>6} {s:>6} {l:>8} {:>5}  {addr}", live.contains_key(id))?;
+                    let addr = live
+                        .get(id)
+                        .or(map.nodes.get(id))
+                        .map_or("-", |n| n.grpc_addr.as_str());
+                    writeln!(
+                        out,
+                        "{id:>6} {s:>6} {l:>8} {:>5}  {addr}",
+                        live.contains_key(id)
+                    )?;
                 }
             }
         }

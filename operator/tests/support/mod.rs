@@ -14,9 +14,12 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub fn cache_bin(name: &str) -> PathBuf {
-    let cache = std::env::var("SHARDHOUSE_CACHE").map(PathBuf::from).unwrap_or_else(|_| {
-        PathBuf::from(std::env::var("HOME").unwrap_or_else(|_| "/root".into())).join(".cache/shardhouse")
-    });
+    let cache = std::env::var("SHARDHOUSE_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| {
+            PathBuf::from(std::env::var("HOME").unwrap_or_else(|_| "/root".into()))
+                .join(".cache/shardhouse")
+        });
     cache.join("bin").join(name)
 }
 
@@ -97,7 +100,8 @@ impl ControlPlane {
     /// kube-controller-manager (garbage collector, StatefulSet controller).
     pub async fn start(controller_manager: bool) -> anyhow::Result<ControlPlane> {
         let apiserver = require(&cache_bin("kube-apiserver"));
-        let etcd = which("etcd").expect("etcd is missing: scripts/install-deps.sh installs etcd-server");
+        let etcd =
+            which("etcd").expect("etcd is missing: scripts/install-deps.sh installs etcd-server");
         let dir = tempfile::tempdir()?;
         let d = dir.path().to_path_buf();
         let (client_port, peer_port, api_port) = (free_port(), free_port(), free_port());
@@ -136,7 +140,14 @@ impl ControlPlane {
             .status()?
             .success()
             && Command::new("openssl")
-                .args(["rsa", "-in", key.to_str().unwrap(), "-pubout", "-out", pubkey.to_str().unwrap()])
+                .args([
+                    "rsa",
+                    "-in",
+                    key.to_str().unwrap(),
+                    "-pubout",
+                    "-out",
+                    pubkey.to_str().unwrap(),
+                ])
                 .stderr(Stdio::null())
                 .status()?
                 .success();
@@ -144,7 +155,10 @@ impl ControlPlane {
             bail!("openssl could not create the service account key");
         }
         let token = "shardhouse-test-token";
-        std::fs::write(d.join("tokens.csv"), format!("{token},admin,admin,system:masters\n"))?;
+        std::fs::write(
+            d.join("tokens.csv"),
+            format!("{token},admin,admin,system:masters\n"),
+        )?;
 
         let mut cmd = Command::new(apiserver);
         cmd.args([
@@ -176,8 +190,9 @@ impl ControlPlane {
         // Ready when /readyz answers 200 (etcd reachable, bootstrap done).
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
-            cp.check_alive()
-                .with_context(|| format!("control plane died:\n{}", tail(&cp.log("kube-apiserver"))))?;
+            cp.check_alive().with_context(|| {
+                format!("control plane died:\n{}", tail(&cp.log("kube-apiserver")))
+            })?;
             let client = cp.client().await?;
             let req = http::Request::get("/readyz").body(Vec::new())?;
             if let Ok(text) = client.request_text(req).await {
@@ -186,7 +201,10 @@ impl ControlPlane {
                 }
             }
             if Instant::now() > deadline {
-                bail!("kube-apiserver not ready after 120s:\n{}", tail(&cp.log("kube-apiserver")));
+                bail!(
+                    "kube-apiserver not ready after 120s:\n{}",
+                    tail(&cp.log("kube-apiserver"))
+                );
             }
             tokio::time::sleep(Duration::from_millis(300)).await;
         }
@@ -212,7 +230,8 @@ impl ControlPlane {
     pub async fn client(&self) -> anyhow::Result<kube::Client> {
         let kc = kube::config::Kubeconfig::read_from(&self.kubeconfig)?;
         let config =
-            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await?;
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await?;
         Ok(kube::Client::try_from(config)?)
     }
 }
@@ -233,7 +252,10 @@ where
         if let Some(v) = f().await {
             return v;
         }
-        assert!(Instant::now() < deadline, "timed out after {secs}s waiting for {what}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {secs}s waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
