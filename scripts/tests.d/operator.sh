@@ -62,6 +62,8 @@ source_desc="docs/contracts.md"
 if [ -x "$BIN/shardhouse-node" ] && [ -x "$BIN/shardhouse-router" ]; then
   source_desc="running shardhouse-node, shardhouse-router and shardhouse-operator"
   command -v etcd >/dev/null || fail "etcd missing: run scripts/install-deps.sh"
+  export SHARDHOUSE_CHDB_DIR=${SHARDHOUSE_CHDB_DIR:-$PWD/.deps/chdb}
+  [ -e "$SHARDHOUSE_CHDB_DIR/chdb/_chdb.abi3.so" ] || fail "chDB engine missing at $SHARDHOUSE_CHDB_DIR: run scripts/install-deps.sh"
   ep=$(free_port); pp=$(free_port)
   etcd --data-dir "$tmp/etcd" --listen-client-urls "http://127.0.0.1:$ep" --advertise-client-urls "http://127.0.0.1:$ep" \
     --listen-peer-urls "http://127.0.0.1:$pp" --initial-advertise-peer-urls "http://127.0.0.1:$pp" \
