@@ -273,6 +273,7 @@ impl Wal {
                 "election_ticks must be greater than heartbeat_ticks".into(),
             ));
         }
+        metrics::register();
         let n_poll = cfg.poll_threads.max(1);
         let n_apply = cfg.apply_threads.max(1);
         let db = Arc::new(open_db(&cfg)?);

@@ -63,3 +63,44 @@ pub static SNAPSHOTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     )
     .expect("register shardhouse_wal_snapshots_total")
 });
+
+/// Registers every WAL metric now, so `/metrics` lists them (at zero)
+/// before the first event.
+pub fn register() {
+    LazyLock::force(&APPEND_SECONDS);
+    LazyLock::force(&GROUP_COMMIT_ENTRIES);
+    LazyLock::force(&COMMIT_SECONDS);
+    LazyLock::force(&SHARDS);
+    LazyLock::force(&LEADERS);
+    LazyLock::force(&FOLLOWER_LAG);
+    for d in ["sent", "received"] {
+        SNAPSHOTS.with_label_values(&[d]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn metric_names_follow_the_contract() {
+        super::register();
+        let names: Vec<String> = prometheus::gather()
+            .iter()
+            .map(|f| f.name().to_string())
+            .filter(|n| n.starts_with("shardhouse_wal_"))
+            .collect();
+        for want in [
+            "shardhouse_wal_append_seconds",
+            "shardhouse_wal_group_commit_entries",
+            "shardhouse_wal_commit_seconds",
+            "shardhouse_wal_shards",
+            "shardhouse_wal_leaders",
+            "shardhouse_wal_follower_lag_entries",
+            "shardhouse_wal_snapshots_total",
+        ] {
+            assert!(
+                names.iter().any(|n| n == want),
+                "{want} missing from {names:?}"
+            );
+        }
+    }
+}
