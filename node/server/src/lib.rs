@@ -11,6 +11,7 @@ pub mod error;
 pub mod http;
 pub mod metrics;
 pub mod options;
+pub mod preload;
 pub mod server;
 pub mod services;
 pub mod state_machine;

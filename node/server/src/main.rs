@@ -3,7 +3,7 @@
 
 use clap::Parser;
 use shardhouse_node::{server, Cli, NodeOptions};
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 
 #[allow(clippy::print_stdout)]
 fn print_ready(l: &server::Listening) {
@@ -32,6 +32,7 @@ fn main() -> anyhow::Result<()> {
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .init();
     let opts = NodeOptions::load(Cli::parse())?;

@@ -59,7 +59,10 @@ pub async fn run(
         ..EngineConfig::default()
     };
     let engine = Arc::new(
-        tokio::task::spawn_blocking(move || Engine::open(engine_cfg))
+        tokio::task::spawn_blocking(move || {
+            crate::preload::preload_chdb(engine_cfg.chdb_dir.as_deref())?;
+            Engine::open(engine_cfg).map_err(NodeError::from)
+        })
             .await
             .map_err(|e| NodeError::Serve(e.to_string()))??,
     );

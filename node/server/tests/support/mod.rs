@@ -181,10 +181,13 @@ impl NodeProc {
         });
         self.child = Some(child);
         let line = rx.recv_timeout(Duration::from_secs(60)).map_err(|_| {
+            let log = std::fs::read_to_string(self.data_dir.join("node.log")).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(15).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
             anyhow!(
-                "node {} printed no READY line within 60s; see {}",
+                "node {} exited or printed no READY line within 60s; its log ends:\n{}",
                 self.id,
-                self.data_dir.join("node.log").display()
+                tail.join("\n")
             )
         })?;
         let field = |k: &str| {
