@@ -532,6 +532,9 @@ fn parse_scalar(key: &[u8], v: &[u8]) -> Result<RawValue> {
                 .map_err(|_| bad("unsigned integer out of uint64 range"))
         }
         _ => {
+            if let Some(f) = fast_decimal(v) {
+                return Ok(RawValue::Float(f));
+            }
             // Rust's float parser also accepts `inf`/`nan`; line protocol does not.
             if !v
                 .iter()
@@ -546,6 +549,45 @@ fn parse_scalar(key: &[u8], v: &[u8]) -> Result<RawValue> {
             }
         }
     }
+}
+
+/// Exact fast path for plain decimals (`-12.345`): at most 15 significant
+/// digits fit a u64 exactly and convert to f64 exactly, and 10^k (k <= 22)
+/// is exact too, so one division gives the correctly rounded result
+/// (Clinger's fast path). Anything else (exponents, long mantissas) returns
+/// `None` and goes through the general parser.
+#[inline]
+fn fast_decimal(v: &[u8]) -> Option<f64> {
+    const POW10: [f64; 16] = [
+        1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+    ];
+    let (neg, digits) = match v.first()? {
+        b'-' => (true, &v[1..]),
+        b'+' => (false, &v[1..]),
+        _ => (false, v),
+    };
+    if digits.is_empty() || digits.len() > 16 {
+        return None;
+    }
+    let mut mantissa: u64 = 0;
+    let mut n_digits = 0usize;
+    let mut frac: Option<usize> = None;
+    for (i, &b) in digits.iter().enumerate() {
+        match b {
+            b'0'..=b'9' => {
+                mantissa = mantissa * 10 + u64::from(b - b'0');
+                n_digits += 1;
+            }
+            b'.' if frac.is_none() => frac = Some(i),
+            _ => return None,
+        }
+    }
+    if n_digits == 0 || n_digits > 15 {
+        return None;
+    }
+    let scale = frac.map_or(0, |dot| digits.len() - dot - 1);
+    let f = mantissa as f64 / POW10[scale];
+    Some(if neg { -f } else { f })
 }
 
 fn is_integer_text(s: &str) -> bool {

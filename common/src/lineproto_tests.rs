@@ -374,3 +374,43 @@ fn fuzz_corpus_never_panics() {
         "expected a seed corpus of at least 10 files, found {n}"
     );
 }
+
+#[test]
+fn float_fast_path_matches_the_general_parser() {
+    let mut x: u64 = 12345;
+    let mut samples: Vec<std::string::String> = vec![
+        "0.1".into(),
+        "-0.3".into(),
+        "123456789012345".into(),
+        "1.23456789012345".into(),
+        "999999999999999.".into(),
+        ".000000000000001".into(),
+        "+7.25".into(),
+        "-0".into(),
+    ];
+    for _ in 0..20_000 {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let digits = (x >> 40) % 1_000_000_000_000;
+        let scale = ((x >> 20) % 13) as usize;
+        let s = format!("{digits}");
+        let s = if scale > 0 && scale < s.len() {
+            format!("{}.{}", &s[..s.len() - scale], &s[s.len() - scale..])
+        } else {
+            s
+        };
+        samples.push(if x & 1 == 1 { format!("-{s}") } else { s });
+    }
+    for s in samples {
+        let want: f64 = s.parse().unwrap();
+        let got = fast_decimal(s.as_bytes()).unwrap_or_else(|| panic!("{s} takes the fast path"));
+        assert_eq!(got.to_bits(), want.to_bits(), "{s}");
+    }
+    assert_eq!(fast_decimal(b"1e5"), None);
+    assert_eq!(
+        fast_decimal(b"1234567890123456"),
+        None,
+        "16 digits go the general way"
+    );
+}

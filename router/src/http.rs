@@ -379,12 +379,14 @@ async fn write_msgpack(
     };
     let points: Vec<MsgPoint<'_>> = match rmp_serde::from_slice(&body) {
         Ok(p) => p,
-        Err(e) => return error_response(
-            endpoint,
-            &Error::BadRequest(format!(
+        Err(e) => {
+            return error_response(
+                endpoint,
+                &Error::BadRequest(format!(
                 "body is not a msgpack array of {{measurement, tags, fields, timestamp}} maps: {e}"
             )),
-        ),
+            )
+        }
     };
     let res = r
         .write(endpoint, &db, body.len(), precision, |b| {
