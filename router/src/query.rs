@@ -118,7 +118,7 @@ mod tests {
         )
         .unwrap();
         let b = with_shard_column(&b, 3).unwrap();
-        let (_, json) = encode(&[b.clone()], false).unwrap();
+        let (_, json) = encode(std::slice::from_ref(&b), false).unwrap();
         let rows: serde_json::Value = serde_json::from_slice(&json).unwrap();
         assert_eq!(
             rows,

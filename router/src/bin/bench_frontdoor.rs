@@ -82,7 +82,7 @@ fn low_cardinality(points: usize) -> Vec<Vec<u8>> {
         .unwrap();
         push_fields(&mut body, names, &mut rng, ts);
         ts += 1_000;
-        if (i + 1) % LINES_PER_BODY == 0 {
+        if (i + 1).is_multiple_of(LINES_PER_BODY) {
             bodies.push(std::mem::take(&mut body));
         }
     }
@@ -118,7 +118,7 @@ fn high_cardinality() -> Vec<Vec<u8>> {
                     .unwrap();
                     push_fields(&mut body, &names, &mut rng, ts + n as i64);
                     n += 1;
-                    if n % LINES_PER_BODY == 0 {
+                    if n.is_multiple_of(LINES_PER_BODY) {
                         bodies.push(std::mem::take(&mut body));
                     }
                 }
