@@ -70,7 +70,13 @@ mod tests {
     /// Frozen vectors, cross-checked against Python's `xxhash.xxh3_64` of the
     /// canonical key. If one of these fails, the change broke every stored
     /// shard: revert it.
-    const VECTORS: &[(&str, &[(&str, &str)], &str, u64)] = &[
+    type Vector = (
+        &'static str,
+        &'static [(&'static str, &'static str)],
+        &'static str,
+        u64,
+    );
+    const VECTORS: &[Vector] = &[
         ("cpu", &[], "cpu", 0xecaa9c725d358abe),
         (
             "cpu",
