@@ -47,7 +47,10 @@ pub fn preload_chdb(chdb_dir: Option<&Path>) -> Result<()> {
     }
     let libpython = shardhouse_engine::loader::find_libpython()?;
     dlopen(&libpython, libc::RTLD_LAZY | libc::RTLD_GLOBAL)?;
-    dlopen(&so, libc::RTLD_LAZY | libc::RTLD_LOCAL | libc::RTLD_DEEPBIND)?;
+    dlopen(
+        &so,
+        libc::RTLD_LAZY | libc::RTLD_LOCAL | libc::RTLD_DEEPBIND,
+    )?;
     tracing::info!(chdb = %so.display(), "chDB preloaded with RTLD_DEEPBIND");
     Ok(())
 }

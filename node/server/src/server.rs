@@ -63,8 +63,8 @@ pub async fn run(
             crate::preload::preload_chdb(engine_cfg.chdb_dir.as_deref())?;
             Engine::open(engine_cfg).map_err(NodeError::from)
         })
-            .await
-            .map_err(|e| NodeError::Serve(e.to_string()))??,
+        .await
+        .map_err(|e| NodeError::Serve(e.to_string()))??,
     );
 
     let directory = Arc::new(PeerDirectory::default());
