@@ -344,6 +344,15 @@ impl Cluster {
                     req.set_timeout(deadline - now);
                     match self.node_client(&target.1)?.query(req).await {
                         Ok(r) => return Ok((shard, r.into_inner().result_ipc)),
+                        // A shard that has not received a point of this
+                        // measurement yet has no database or table: it
+                        // contributes no rows (empty bytes), not an error.
+                        Err(s)
+                            if s.code() == tonic::Code::InvalidArgument
+                                && is_missing_table(s.message()) =>
+                        {
+                            return Ok((shard, Vec::new()))
+                        }
                         Err(s) if s.code() == tonic::Code::InvalidArgument => {
                             return Err(Error::BadRequest(format!(
                                 "shard {shard}: {}",
@@ -364,6 +373,12 @@ impl Cluster {
         });
         futures::future::join_all(futs).await.into_iter().collect()
     }
+}
+
+/// True when chDB said the shard's database or the queried table does not
+/// exist (codes 81 UNKNOWN_DATABASE and 60 UNKNOWN_TABLE).
+pub fn is_missing_table(message: &str) -> bool {
+    message.contains("UNKNOWN_DATABASE") || message.contains("UNKNOWN_TABLE")
 }
 
 /// Keeps the cluster's shard map in sync with etcd: initial get, then a

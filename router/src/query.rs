@@ -52,6 +52,13 @@ pub async fn run(router: &Router, q: &str, csv: bool) -> Result<(&'static str, V
     let sql = validate_select(q)?;
     let deadline = Instant::now() + Duration::from_millis(router.options.request_timeout_ms);
     let results = router.cluster.query_all(&sql, deadline).await?;
+    // A node answers every query of an existing table with at least a schema;
+    // empty bytes from every shard mean no shard has the table at all.
+    if !results.is_empty() && results.iter().all(|(_, ipc)| ipc.is_empty()) {
+        return Err(Error::BadRequest(
+            "no shard has the table(s) this query reads: nothing has been written to that measurement yet (table names are measurement names, e.g. `SELECT * FROM cpu FINAL`)".to_owned(),
+        ));
+    }
     let mut batches = Vec::new();
     for (shard, ipc) in results {
         if ipc.is_empty() {
@@ -95,6 +102,18 @@ pub fn encode(batches: &[RecordBatch], csv: bool) -> Result<(&'static str, Vec<u
 mod tests {
     use super::*;
     use arrow_array::Int64Array;
+
+    #[test]
+    fn missing_database_or_table_is_recognised() {
+        use crate::cluster::is_missing_table;
+        assert!(is_missing_table("chDB statement failed (USE `shard_0000`): [chdb] Code: 81. DB::Exception: Database shard_0000 does not exist. (UNKNOWN_DATABASE)"));
+        assert!(is_missing_table(
+            "Code: 60. DB::Exception: Unknown table expression identifier 'cpu'. (UNKNOWN_TABLE)"
+        ));
+        assert!(!is_missing_table(
+            "Code: 62. DB::Exception: Syntax error (SYNTAX_ERROR)"
+        ));
+    }
 
     #[test]
     fn only_single_selects_pass() {
