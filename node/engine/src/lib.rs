@@ -1,1 +1,30 @@
-//! shardhouse-engine
+//! shardhouse-engine: the embedded chDB engine of a Shardhouse node.
+//!
+//! One process-global chDB engine, loaded in-process from the chdb-core
+//! distribution; a pool of connections (one per core by default); one chDB
+//! database per shard (`shard_0007`) with a narrow fact table per measurement;
+//! flusher threads that turn applied Raft entries into large inserts.
+//!
+//! Every call is synchronous and may block for the length of a chDB statement:
+//! async callers use `tokio::task::spawn_blocking`. See docs/storage.md.
+
+pub mod engine;
+pub mod error;
+pub mod ipc;
+pub mod layout;
+pub mod loader;
+pub mod metrics;
+pub mod pool;
+pub mod snapshot;
+
+pub use engine::{Engine, EngineConfig};
+pub use error::{EngineError, Result};
+pub use ipc::{encode_points, encode_series, FieldValue, PointRow};
+
+/// Test and benchmark helpers: building entries from simple rows.
+pub mod testdata {
+    pub use crate::ipc::{
+        decode_stream, encode_batch, encode_points, encode_series, points_batch, FieldValue,
+        PointRow,
+    };
+}

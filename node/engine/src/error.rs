@@ -1,0 +1,63 @@
+//! The engine's one error type.
+
+use std::path::PathBuf;
+
+/// Everything the engine can report. Messages say what the caller should do.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("chDB engine not found at {path}: run `make deps` or set SHARDHOUSE_CHDB_DIR (or --chdb-dir) to a directory holding chdb/_chdb.abi3.so from chdb-core==26.9.0")]
+    EngineNotFound { path: PathBuf },
+
+    #[error("chDB engine at {path} could not be loaded ({reason}): reinstall it with `make deps` (chdb-core==26.9.0) or point SHARDHOUSE_CHDB_DIR at a working copy")]
+    EngineBroken { path: PathBuf, reason: String },
+
+    #[error("libpython not found ({reason}): the chDB engine needs libpython's symbols; set SHARDHOUSE_LIBPYTHON to the path of libpython3.x.so or put a python3 with a shared libpython on PATH")]
+    LibPythonNotFound { reason: String },
+
+    #[error("this process already runs a chDB engine on {open}; chDB allows one data directory per process, so {requested} cannot be opened too: run one node process per data directory")]
+    SecondDataDir { open: PathBuf, requested: PathBuf },
+
+    #[error("cannot prepare data directory {path}: {source}; check that the path is writable")]
+    DataDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+
+    #[error("field `{field}` of measurement `{measurement}` is stored as {stored} but this write offers {offered}: write the field with its stored type or use a new field name")]
+    FieldTypeConflict {
+        measurement: String,
+        field: String,
+        stored: String,
+        offered: String,
+    },
+
+    #[error("invalid batch for measurement `{measurement}`: {reason}")]
+    InvalidBatch { measurement: String, reason: String },
+
+    #[error("invalid measurement name `{measurement}`: {reason}")]
+    InvalidMeasurement { measurement: String, reason: String },
+
+    #[error("cannot decode Arrow IPC bytes: {0}; the log entry is corrupt or was written by an incompatible version")]
+    Ipc(#[from] arrow_schema::ArrowError),
+
+    #[error("chDB statement failed ({context}): {message}")]
+    Sql { context: String, message: String },
+
+    #[error("shard {shard} snapshot data is malformed: {reason}; re-request the snapshot from another replica")]
+    BadSnapshot { shard: u32, reason: String },
+
+    #[error("the engine is shutting down; retry on another replica")]
+    ShuttingDown,
+}
+
+/// `Result` with [`EngineError`].
+pub type Result<T, E = EngineError> = std::result::Result<T, E>;
+
+impl EngineError {
+    pub(crate) fn sql(context: impl Into<String>, err: adbc_core::error::Error) -> Self {
+        EngineError::Sql {
+            context: context.into(),
+            message: err.message,
+        }
+    }
+}

@@ -1,0 +1,409 @@
+//! Storage layout: names, column types and DDL. Plain functions, no I/O.
+//!
+//! One chDB database per shard (`shard_0007`) holds:
+//! - one fact table per measurement: `(time DateTime64(9), series_id UInt64,
+//!   <field> Nullable(T) ...)`, `ReplacingMergeTree ORDER BY (series_id, time)`;
+//! - `_series (series_id, measurement, tags)`, `ReplacingMergeTree ORDER BY series_id`;
+//! - `_flushed (k, index)`: the highest Raft index whose rows are in the shard's tables.
+
+use arrow_schema::{DataType, Schema, TimeUnit};
+
+use crate::error::{EngineError, Result};
+
+/// Name of the time column in every fact table.
+pub const TIME: &str = "time";
+/// Name of the series column in every fact table.
+pub const SERIES_ID: &str = "series_id";
+/// Series dictionary of a shard.
+pub const SERIES_TABLE: &str = "_series";
+/// Flushed Raft index of a shard.
+pub const FLUSHED_TABLE: &str = "_flushed";
+
+/// The chDB database holding one shard's tables.
+pub fn shard_db(shard: u32) -> String {
+    format!("shard_{shard:04}")
+}
+
+/// Parses `shard_0007` back to 7.
+pub fn parse_shard_db(db: &str) -> Option<u32> {
+    let digits = db.strip_prefix("shard_")?;
+    if digits.len() < 4 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// Quotes an identifier for ClickHouse SQL.
+pub fn ident(name: &str) -> String {
+    let mut s = String::with_capacity(name.len() + 2);
+    s.push('`');
+    for c in name.chars() {
+        match c {
+            '`' => s.push_str("\\`"),
+            '\\' => s.push_str("\\\\"),
+            _ => s.push(c),
+        }
+    }
+    s.push('`');
+    s
+}
+
+/// `db`.`table`, both quoted.
+pub fn qualified(db: &str, table: &str) -> String {
+    format!("{}.{}", ident(db), ident(table))
+}
+
+/// Quotes a string literal for ClickHouse SQL.
+pub fn literal(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('\'');
+    for c in s.chars() {
+        match c {
+            '\'' => out.push_str("\\'"),
+            '\\' => out.push_str("\\\\"),
+            _ => out.push(c),
+        }
+    }
+    out.push('\'');
+    out
+}
+
+/// Measurement names become table names; names starting with `_` are the
+/// engine's own tables.
+pub fn validate_measurement(measurement: &str) -> Result<()> {
+    let bad = |reason: &str| {
+        Err(EngineError::InvalidMeasurement {
+            measurement: measurement.to_string(),
+            reason: reason.to_string(),
+        })
+    };
+    if measurement.is_empty() {
+        return bad("it is empty");
+    }
+    if measurement.starts_with('_') {
+        return bad("names starting with `_` are reserved");
+    }
+    if measurement.len() > 200 {
+        return bad("it is longer than 200 bytes");
+    }
+    if measurement.contains('\0') || measurement.contains('/') {
+        return bad("it contains NUL or `/`");
+    }
+    Ok(())
+}
+
+/// The types a field can have (InfluxDB's float, integer, unsigned, string, boolean).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FieldType {
+    Float64,
+    Int64,
+    UInt64,
+    String,
+    Bool,
+}
+
+impl FieldType {
+    /// The field type carried by an Arrow column, if it is one we store.
+    pub fn from_arrow(dt: &DataType) -> Option<FieldType> {
+        Some(match dt {
+            DataType::Float64 => FieldType::Float64,
+            DataType::Int64 => FieldType::Int64,
+            DataType::UInt64 => FieldType::UInt64,
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => FieldType::String,
+            DataType::Boolean => FieldType::Bool,
+            _ => return None,
+        })
+    }
+
+    /// The Arrow type the engine buffers and ingests this field as.
+    pub fn arrow(self) -> DataType {
+        match self {
+            FieldType::Float64 => DataType::Float64,
+            FieldType::Int64 => DataType::Int64,
+            FieldType::UInt64 => DataType::UInt64,
+            FieldType::String => DataType::Utf8,
+            FieldType::Bool => DataType::Boolean,
+        }
+    }
+
+    /// Column type in chDB (fields are nullable: a point need not carry every field).
+    pub fn clickhouse(self) -> &'static str {
+        match self {
+            FieldType::Float64 => "Nullable(Float64)",
+            FieldType::Int64 => "Nullable(Int64)",
+            FieldType::UInt64 => "Nullable(UInt64)",
+            FieldType::String => "Nullable(String)",
+            FieldType::Bool => "Nullable(Bool)",
+        }
+    }
+
+    /// Reads a chDB column type back (as listed in `system.columns`).
+    pub fn from_clickhouse(t: &str) -> Option<FieldType> {
+        let inner = t
+            .strip_prefix("Nullable(")
+            .and_then(|r| r.strip_suffix(')'))
+            .unwrap_or(t);
+        Some(match inner {
+            "Float64" => FieldType::Float64,
+            "Int64" => FieldType::Int64,
+            "UInt64" => FieldType::UInt64,
+            "String" => FieldType::String,
+            "Bool" => FieldType::Bool,
+            _ => return None,
+        })
+    }
+
+    /// Name used in error messages (the type as stored in chDB).
+    pub fn name(self) -> &'static str {
+        match self {
+            FieldType::Float64 => "Float64",
+            FieldType::Int64 => "Int64",
+            FieldType::UInt64 => "UInt64",
+            FieldType::String => "String",
+            FieldType::Bool => "Bool",
+        }
+    }
+}
+
+impl std::fmt::Display for FieldType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Checks a points batch's schema: `time` Timestamp(ns), `series_id` UInt64,
+/// then fields of supported types. Returns the fields in schema order.
+pub fn batch_fields(measurement: &str, schema: &Schema) -> Result<Vec<(String, FieldType)>> {
+    let invalid = |reason: String| EngineError::InvalidBatch {
+        measurement: measurement.to_string(),
+        reason,
+    };
+    let mut seen_time = false;
+    let mut seen_sid = false;
+    let mut fields = Vec::with_capacity(schema.fields().len());
+    for f in schema.fields() {
+        match f.name().as_str() {
+            TIME => {
+                if !matches!(f.data_type(), DataType::Timestamp(TimeUnit::Nanosecond, _)) {
+                    return Err(invalid(format!(
+                        "column `time` must be Timestamp(Nanosecond), got {}",
+                        f.data_type()
+                    )));
+                }
+                seen_time = true;
+            }
+            SERIES_ID => {
+                if f.data_type() != &DataType::UInt64 {
+                    return Err(invalid(format!(
+                        "column `series_id` must be UInt64, got {}",
+                        f.data_type()
+                    )));
+                }
+                seen_sid = true;
+            }
+            name => {
+                let Some(t) = FieldType::from_arrow(f.data_type()) else {
+                    return Err(invalid(format!(
+                        "field `{name}` has unsupported type {} (use Float64, Int64, UInt64, Utf8 or Boolean)",
+                        f.data_type()
+                    )));
+                };
+                if name.is_empty() {
+                    return Err(invalid("a field has an empty name".into()));
+                }
+                if fields.iter().any(|(n, _)| n == name) {
+                    return Err(invalid(format!("field `{name}` appears twice")));
+                }
+                fields.push((name.to_string(), t));
+            }
+        }
+    }
+    if !seen_time || !seen_sid {
+        return Err(invalid(
+            "the batch needs a `time` Timestamp(Nanosecond) and a `series_id` UInt64 column".into(),
+        ));
+    }
+    Ok(fields)
+}
+
+/// Fails with the first field whose offered type differs from the stored one.
+pub fn check_conflicts<'a>(
+    measurement: &str,
+    offered: &[(String, FieldType)],
+    stored: impl Fn(&str) -> Option<FieldType> + 'a,
+) -> Result<()> {
+    for (name, t) in offered {
+        if let Some(s) = stored(name) {
+            if s != *t {
+                return Err(EngineError::FieldTypeConflict {
+                    measurement: measurement.to_string(),
+                    field: name.clone(),
+                    stored: s.name().to_string(),
+                    offered: t.name().to_string(),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The fact table's engine clause. ReplacingMergeTree keeps the last inserted
+/// row per (series_id, time): a rewritten point replaces the old one, and a
+/// flush retried after a crash collapses with its first copy. Reads that must
+/// see one row per point use `FINAL`.
+pub const FACT_ENGINE: &str = "ReplacingMergeTree ORDER BY (series_id, time)";
+
+/// `CREATE TABLE IF NOT EXISTS` for a fact table with the given fields.
+pub fn create_fact_table(db: &str, measurement: &str, fields: &[(String, FieldType)]) -> String {
+    let mut sql = format!(
+        "CREATE TABLE IF NOT EXISTS {} ({} DateTime64(9), {} UInt64",
+        qualified(db, measurement),
+        ident(TIME),
+        ident(SERIES_ID)
+    );
+    for (name, t) in fields {
+        sql.push_str(&format!(", {} {}", ident(name), t.clickhouse()));
+    }
+    sql.push_str(&format!(") ENGINE = {FACT_ENGINE}"));
+    sql
+}
+
+/// `ALTER TABLE ... ADD COLUMN IF NOT EXISTS` for new fields.
+pub fn add_columns(db: &str, measurement: &str, fields: &[(String, FieldType)]) -> String {
+    let cols: Vec<String> = fields
+        .iter()
+        .map(|(n, t)| format!("ADD COLUMN IF NOT EXISTS {} {}", ident(n), t.clickhouse()))
+        .collect();
+    format!("ALTER TABLE {} {}", qualified(db, measurement), cols.join(", "))
+}
+
+/// DDL of a shard's own tables, run when the shard's database is first used.
+pub fn create_shard(db: &str) -> Vec<String> {
+    vec![
+        format!("CREATE DATABASE IF NOT EXISTS {}", ident(db)),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {} (series_id UInt64, measurement String, tags String) ENGINE = ReplacingMergeTree ORDER BY series_id",
+            qualified(db, SERIES_TABLE)
+        ),
+        // One logical row; ReplacingMergeTree(index) keeps the highest and
+        // max(index) reads it correctly before merges.
+        format!(
+            "CREATE TABLE IF NOT EXISTS {} (k UInt8, `index` UInt64) ENGINE = ReplacingMergeTree(`index`) ORDER BY k",
+            qualified(db, FLUSHED_TABLE)
+        ),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_schema::Field;
+
+    fn schema(fields: &[(&str, DataType)]) -> Schema {
+        Schema::new(
+            fields
+                .iter()
+                .map(|(n, t)| Field::new(*n, t.clone(), true))
+                .collect::<Vec<_>>(),
+        )
+    }
+
+    #[test]
+    fn shard_db_names_round_trip() {
+        assert_eq!(shard_db(7), "shard_0007");
+        assert_eq!(shard_db(12345), "shard_12345");
+        assert_eq!(parse_shard_db("shard_0007"), Some(7));
+        assert_eq!(parse_shard_db("shard_12345"), Some(12345));
+        assert_eq!(parse_shard_db("shard_7"), None);
+        assert_eq!(parse_shard_db("system"), None);
+    }
+
+    #[test]
+    fn identifiers_and_literals_are_escaped() {
+        assert_eq!(ident("a`b"), "`a\\`b`");
+        assert_eq!(ident("x\\"), "`x\\\\`");
+        assert_eq!(literal("it's"), "'it\\'s'");
+    }
+
+    #[test]
+    fn batch_schema_is_checked() {
+        let ts = DataType::Timestamp(TimeUnit::Nanosecond, None);
+        let ok = schema(&[
+            ("time", ts.clone()),
+            ("series_id", DataType::UInt64),
+            ("usage", DataType::Float64),
+            ("host_up", DataType::Boolean),
+        ]);
+        let f = batch_fields("cpu", &ok).unwrap();
+        assert_eq!(
+            f,
+            vec![
+                ("usage".to_string(), FieldType::Float64),
+                ("host_up".to_string(), FieldType::Bool)
+            ]
+        );
+        let no_sid = schema(&[("time", ts.clone()), ("v", DataType::Float64)]);
+        assert!(matches!(
+            batch_fields("cpu", &no_sid),
+            Err(EngineError::InvalidBatch { .. })
+        ));
+        let bad_time = schema(&[
+            ("time", DataType::Int64),
+            ("series_id", DataType::UInt64),
+        ]);
+        assert!(batch_fields("cpu", &bad_time).is_err());
+        let bad_field = schema(&[
+            ("time", ts),
+            ("series_id", DataType::UInt64),
+            ("v", DataType::Float32),
+        ]);
+        let err = batch_fields("cpu", &bad_field).unwrap_err().to_string();
+        assert!(err.contains("`v`") && err.contains("Float32"), "{err}");
+    }
+
+    #[test]
+    fn conflicts_name_field_and_both_types() {
+        let offered = vec![
+            ("a".to_string(), FieldType::Float64),
+            ("b".to_string(), FieldType::String),
+        ];
+        let stored = |n: &str| match n {
+            "a" => Some(FieldType::Float64),
+            "b" => Some(FieldType::Int64),
+            _ => None,
+        };
+        let err = check_conflicts("cpu", &offered, stored).unwrap_err().to_string();
+        assert!(err.contains("`b`") && err.contains("Int64") && err.contains("String"), "{err}");
+        assert!(check_conflicts("cpu", &offered[..1], stored).is_ok());
+    }
+
+    #[test]
+    fn clickhouse_types_round_trip() {
+        for t in [
+            FieldType::Float64,
+            FieldType::Int64,
+            FieldType::UInt64,
+            FieldType::String,
+            FieldType::Bool,
+        ] {
+            assert_eq!(FieldType::from_clickhouse(t.clickhouse()), Some(t));
+            assert_eq!(FieldType::from_arrow(&t.arrow()), Some(t));
+        }
+        assert_eq!(FieldType::from_clickhouse("Array(UInt8)"), None);
+    }
+
+    #[test]
+    fn measurement_names() {
+        assert!(validate_measurement("cpu").is_ok());
+        assert!(validate_measurement("_series").is_err());
+        assert!(validate_measurement("").is_err());
+    }
+
+    #[test]
+    fn ddl_quotes_names() {
+        let sql = create_fact_table("shard_0001", "cpu load", &[("v".into(), FieldType::Float64)]);
+        assert!(sql.contains("`shard_0001`.`cpu load`"), "{sql}");
+        assert!(sql.contains("`v` Nullable(Float64)"), "{sql}");
+        assert!(sql.contains("ORDER BY (series_id, time)"), "{sql}");
+    }
+}

@@ -1,0 +1,66 @@
+//! Engine metrics in the process's default Prometheus registry (names from docs/contracts.md).
+
+use std::sync::LazyLock;
+
+use prometheus::{
+    register_histogram, register_int_counter, register_int_gauge, Histogram, IntCounter, IntGauge,
+};
+
+pub static FLUSH_SECONDS: LazyLock<Histogram> = LazyLock::new(|| {
+    register_histogram!(
+        "shardhouse_engine_flush_seconds",
+        "Time to write one shard's buffered rows into chDB",
+        prometheus::exponential_buckets(0.001, 2.0, 16).expect("valid buckets")
+    )
+    .expect("metric registered once")
+});
+
+pub static FLUSHES_TOTAL: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter!("shardhouse_engine_flushes_total", "Shard flushes into chDB")
+        .expect("metric registered once")
+});
+
+pub static ROWS_FLUSHED_TOTAL: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter!(
+        "shardhouse_engine_rows_flushed_total",
+        "Point rows written into chDB"
+    )
+    .expect("metric registered once")
+});
+
+pub static PENDING_ROWS: LazyLock<IntGauge> = LazyLock::new(|| {
+    register_int_gauge!(
+        "shardhouse_engine_pending_rows",
+        "Applied point rows waiting for a flush"
+    )
+    .expect("metric registered once")
+});
+
+pub static PARTS: LazyLock<IntGauge> = LazyLock::new(|| {
+    register_int_gauge!(
+        "shardhouse_engine_parts",
+        "Active data parts in the shards' tables"
+    )
+    .expect("metric registered once")
+});
+
+/// Records the elapsed time into a histogram when dropped.
+pub struct Timer {
+    hist: &'static Histogram,
+    start: std::time::Instant,
+}
+
+impl Timer {
+    pub fn start(hist: &'static Histogram) -> Timer {
+        Timer {
+            hist,
+            start: std::time::Instant::now(),
+        }
+    }
+}
+
+impl Drop for Timer {
+    fn drop(&mut self) {
+        self.hist.observe(self.start.elapsed().as_secs_f64());
+    }
+}
