@@ -56,7 +56,6 @@ pub async fn run(
         },
         flush_max_rows: opts.flush_max_rows,
         flush_max_age: Duration::from_millis(opts.flush_max_age_ms),
-        ..EngineConfig::default()
     };
     let engine = Arc::new(
         tokio::task::spawn_blocking(move || {
