@@ -4,7 +4,7 @@
 //! writers across several shards. Prints a table, the mean group-commit
 //! batch size from the WAL's histogram, and last `wal_rf3_points_per_sec=N`.
 //!
-//! Knobs (env): BENCH_SECONDS (10), BENCH_WRITERS (8), BENCH_SHARDS (8).
+//! Knobs (env): BENCH_SECONDS (10), BENCH_WRITERS (16), BENCH_SHARDS (8).
 
 #![allow(clippy::print_stdout)]
 
@@ -177,7 +177,7 @@ async fn run(nodes: u64, rf: u32, shards: u32, writers: u64, seconds: u64) -> Re
 async fn main() -> Result<()> {
     support::chdb_dir()?;
     let seconds = env_or("BENCH_SECONDS", 10);
-    let writers = env_or("BENCH_WRITERS", 8);
+    let writers = env_or("BENCH_WRITERS", 16);
     let shards = env_or("BENCH_SHARDS", 8) as u32;
     println!(
         "bench-wal: {POINTS_PER_BATCH} points x {FIELDS} fields per batch, {writers} writers, {shards} shards, {seconds}s measured, fsync on"
