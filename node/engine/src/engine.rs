@@ -92,7 +92,11 @@ fn open_database(chdb_dir: &Path, data_dir: &Path) -> Result<ManagedDatabase> {
         .new_database_with_opts([(OptionDatabase::Uri, OptionValue::String(uri.to_string()))])
         .map_err(|e| EngineError::EngineBroken {
             path: chdb_dir.to_path_buf(),
-            reason: format!("opening data directory {}: {}", data_dir.display(), e.message),
+            reason: format!(
+                "opening data directory {}: {}",
+                data_dir.display(),
+                e.message
+            ),
         })?;
     *open = Some(OpenDb {
         data_dir,
@@ -382,7 +386,10 @@ impl Engine {
         let dropped = std::mem::take(&mut *st.buf.lock());
         metrics::PENDING_ROWS.sub(dropped.rows as i64);
         let mut conn = self.inner.pool.get();
-        conn.execute(&format!("DROP DATABASE IF EXISTS {} SYNC", layout::ident(&st.db)))?;
+        conn.execute(&format!(
+            "DROP DATABASE IF EXISTS {} SYNC",
+            layout::ident(&st.db)
+        ))?;
         st.created.store(false, Ordering::Release);
         st.tables.lock().clear();
         self.inner.ensure_shard(&mut conn, &st)?;
@@ -413,10 +420,10 @@ impl Engine {
         let _g = st.flush_lock.lock();
         let dropped = std::mem::take(&mut *st.buf.lock());
         metrics::PENDING_ROWS.sub(dropped.rows as i64);
-        self.inner
-            .pool
-            .get()
-            .execute(&format!("DROP DATABASE IF EXISTS {} SYNC", layout::ident(&st.db)))?;
+        self.inner.pool.get().execute(&format!(
+            "DROP DATABASE IF EXISTS {} SYNC",
+            layout::ident(&st.db)
+        ))?;
         self.inner.shards.write().remove(&shard);
         Ok(())
     }
@@ -507,7 +514,10 @@ impl Inner {
                 layout::qualified(&st.db, FLUSHED_TABLE)
             );
             let idx = match conn.query(&sql) {
-                Ok(b) => b.first().and_then(|b| u64s(b, 0).first().copied()).unwrap_or(0),
+                Ok(b) => b
+                    .first()
+                    .and_then(|b| u64s(b, 0).first().copied())
+                    .unwrap_or(0),
                 Err(e) => {
                     tracing::warn!(shard = st.shard, error = %e, "no flushed index; starting from 0");
                     0
@@ -588,8 +598,7 @@ impl Inner {
             // The flusher is behind: flush on the applying thread so apply
             // slows down instead of buffering without bound.
             self.flush_shard(&st)?;
-        } else if table_rows >= self.cfg.flush_max_rows && !st.queued.swap(true, Ordering::AcqRel)
-        {
+        } else if table_rows >= self.cfg.flush_max_rows && !st.queued.swap(true, Ordering::AcqRel) {
             let _ = self.flush_tx.send(shard);
         }
         Ok(())
@@ -635,7 +644,8 @@ impl Inner {
     }
 
     fn ticker(&self, stop: Receiver<()>) {
-        let period = (self.cfg.flush_max_age / 4).clamp(Duration::from_millis(5), Duration::from_millis(250));
+        let period = (self.cfg.flush_max_age / 4)
+            .clamp(Duration::from_millis(5), Duration::from_millis(250));
         let mut last_parts = Instant::now();
         loop {
             match stop.recv_timeout(period) {
@@ -726,7 +736,12 @@ impl Inner {
                 metrics::FLUSHES_TOTAL.inc();
                 metrics::ROWS_FLUSHED_TOTAL.inc_by(rows as u64);
                 metrics::PENDING_ROWS.sub(rows as i64);
-                tracing::debug!(shard = st.shard, rows, flushed_index = taken.max_index, "flushed");
+                tracing::debug!(
+                    shard = st.shard,
+                    rows,
+                    flushed_index = taken.max_index,
+                    "flushed"
+                );
                 Ok(())
             }
             Err(e) => {
@@ -817,8 +832,10 @@ fn align(batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordBatch> {
                 let c = batch.column(i);
                 if c.data_type() == f.data_type() {
                     c.clone()
-                } else if let (DataType::Timestamp(TimeUnit::Nanosecond, _), DataType::Timestamp(TimeUnit::Nanosecond, tz)) =
-                    (c.data_type(), f.data_type())
+                } else if let (
+                    DataType::Timestamp(TimeUnit::Nanosecond, _),
+                    DataType::Timestamp(TimeUnit::Nanosecond, tz),
+                ) = (c.data_type(), f.data_type())
                 {
                     // chDB returns DateTime64 as Timestamp(ns, "Etc/UTC"); the
                     // instants are the same, only the label differs (a cast
@@ -841,15 +858,20 @@ fn align(batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordBatch> {
 
 /// Column `i` of a query result as strings (whatever string type chDB returned).
 pub(crate) fn strings(b: &RecordBatch, i: usize) -> Vec<String> {
-    let c = arrow_cast::cast::cast(b.column(i), &DataType::Utf8).unwrap_or_else(|_| {
-        new_null_array(&DataType::Utf8, b.num_rows())
-    });
+    let c = arrow_cast::cast::cast(b.column(i), &DataType::Utf8)
+        .unwrap_or_else(|_| new_null_array(&DataType::Utf8, b.num_rows()));
     let c = c
         .as_any()
         .downcast_ref::<arrow_array::StringArray>()
         .expect("cast to Utf8 gives a StringArray");
     (0..c.len())
-        .map(|j| if c.is_null(j) { String::new() } else { c.value(j).to_string() })
+        .map(|j| {
+            if c.is_null(j) {
+                String::new()
+            } else {
+                c.value(j).to_string()
+            }
+        })
         .collect()
 }
 

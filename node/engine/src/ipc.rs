@@ -115,10 +115,17 @@ pub fn points_batch(measurement: &str, rows: &[PointRow]) -> Result<RecordBatch>
         Arc::new(TimestampNanosecondArray::from_iter_values(
             rows.iter().map(|r| r.time_ns),
         )),
-        Arc::new(UInt64Array::from_iter_values(rows.iter().map(|r| r.series_id))),
+        Arc::new(UInt64Array::from_iter_values(
+            rows.iter().map(|r| r.series_id),
+        )),
     ];
     for (name, t) in &fields {
-        let get = |r: &PointRow| r.fields.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone());
+        let get = |r: &PointRow| {
+            r.fields
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.clone())
+        };
         let col: ArrayRef = match t {
             FieldType::Float64 => {
                 let mut b = Float64Builder::with_capacity(rows.len());
@@ -239,7 +246,10 @@ mod tests {
             PointRow::new(1, 11).field("a", FieldValue::Int(1)),
         ];
         let err = points_batch("m", &rows).unwrap_err().to_string();
-        assert!(err.contains("`a`") && err.contains("Float64") && err.contains("Int64"), "{err}");
+        assert!(
+            err.contains("`a`") && err.contains("Float64") && err.contains("Int64"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -274,7 +274,11 @@ pub fn add_columns(db: &str, measurement: &str, fields: &[(String, FieldType)]) 
         .iter()
         .map(|(n, t)| format!("ADD COLUMN IF NOT EXISTS {} {}", ident(n), t.clickhouse()))
         .collect();
-    format!("ALTER TABLE {} {}", qualified(db, measurement), cols.join(", "))
+    format!(
+        "ALTER TABLE {} {}",
+        qualified(db, measurement),
+        cols.join(", ")
+    )
 }
 
 /// DDL of a shard's own tables, run when the shard's database is first used.
@@ -347,10 +351,7 @@ mod tests {
             batch_fields("cpu", &no_sid),
             Err(EngineError::InvalidBatch { .. })
         ));
-        let bad_time = schema(&[
-            ("time", DataType::Int64),
-            ("series_id", DataType::UInt64),
-        ]);
+        let bad_time = schema(&[("time", DataType::Int64), ("series_id", DataType::UInt64)]);
         assert!(batch_fields("cpu", &bad_time).is_err());
         let bad_field = schema(&[
             ("time", ts),
@@ -372,8 +373,13 @@ mod tests {
             "b" => Some(FieldType::Int64),
             _ => None,
         };
-        let err = check_conflicts("cpu", &offered, stored).unwrap_err().to_string();
-        assert!(err.contains("`b`") && err.contains("Int64") && err.contains("String"), "{err}");
+        let err = check_conflicts("cpu", &offered, stored)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("`b`") && err.contains("Int64") && err.contains("String"),
+            "{err}"
+        );
         assert!(check_conflicts("cpu", &offered[..1], stored).is_ok());
     }
 
@@ -401,7 +407,11 @@ mod tests {
 
     #[test]
     fn ddl_quotes_names() {
-        let sql = create_fact_table("shard_0001", "cpu load", &[("v".into(), FieldType::Float64)]);
+        let sql = create_fact_table(
+            "shard_0001",
+            "cpu load",
+            &[("v".into(), FieldType::Float64)],
+        );
         assert!(sql.contains("`shard_0001`.`cpu load`"), "{sql}");
         assert!(sql.contains("`v` Nullable(Float64)"), "{sql}");
         assert!(sql.contains("ORDER BY (series_id, time)"), "{sql}");

@@ -70,7 +70,10 @@ pub fn find_libpython() -> Result<PathBuf> {
         .is_some_and(|n| n.contains(".so"));
     if !is_shared || !p.is_file() {
         return Err(EngineError::LibPythonNotFound {
-            reason: format!("python3 reports {} which is not a shared library", p.display()),
+            reason: format!(
+                "python3 reports {} which is not a shared library",
+                p.display()
+            ),
         });
     }
     Ok(p)
@@ -120,15 +123,12 @@ pub fn load_driver(chdb_dir: &Path) -> Result<ManagedDriver> {
     .map_err(|e| EngineError::LibPythonNotFound {
         reason: format!("dlopen {}: {e}", libpython_path.display()),
     })?;
-    let driver = ManagedDriver::load_dynamic_from_filename(
-        &so,
-        Some(b"AdbcDriverInit"),
-        AdbcVersion::V110,
-    )
-    .map_err(|e| EngineError::EngineBroken {
-        path: chdb_dir.to_path_buf(),
-        reason: e.message,
-    })?;
+    let driver =
+        ManagedDriver::load_dynamic_from_filename(&so, Some(b"AdbcDriverInit"), AdbcVersion::V110)
+            .map_err(|e| EngineError::EngineBroken {
+                path: chdb_dir.to_path_buf(),
+                reason: e.message,
+            })?;
     tracing::info!(chdb_dir = %chdb_dir.display(), libpython = %libpython_path.display(), "chDB engine loaded");
     let _ = LOADED.set(Loaded {
         chdb_dir: chdb_dir.to_path_buf(),

@@ -52,7 +52,9 @@ impl Conn {
             .map_err(|e| EngineError::sql(sql_ctx(sql), e))?;
         st.set_sql_query(sql)
             .map_err(|e| EngineError::sql(sql_ctx(sql), e))?;
-        let reader = st.execute().map_err(|e| EngineError::sql(sql_ctx(sql), e))?;
+        let reader = st
+            .execute()
+            .map_err(|e| EngineError::sql(sql_ctx(sql), e))?;
         let mut out = Vec::new();
         for b in reader {
             out.push(b.map_err(|e| EngineError::Sql {
@@ -79,16 +81,26 @@ impl Conn {
             .inner
             .new_statement()
             .map_err(|e| EngineError::sql(ctx(), e))?;
-        st.set_option(OptionStatement::TargetDbSchema, OptionValue::String(db.to_string()))
-            .map_err(|e| EngineError::sql(ctx(), e))?;
-        st.set_option(OptionStatement::TargetTable, OptionValue::String(table.to_string()))
-            .map_err(|e| EngineError::sql(ctx(), e))?;
+        st.set_option(
+            OptionStatement::TargetDbSchema,
+            OptionValue::String(db.to_string()),
+        )
+        .map_err(|e| EngineError::sql(ctx(), e))?;
+        st.set_option(
+            OptionStatement::TargetTable,
+            OptionValue::String(table.to_string()),
+        )
+        .map_err(|e| EngineError::sql(ctx(), e))?;
         st.set_option(OptionStatement::IngestMode, IngestMode::Append.into())
             .map_err(|e| EngineError::sql(ctx(), e))?;
-        let reader: Box<dyn RecordBatchReader + Send> =
-            Box::new(RecordBatchIterator::new(batches.into_iter().map(Ok), schema));
-        st.bind_stream(reader).map_err(|e| EngineError::sql(ctx(), e))?;
-        st.execute_update().map_err(|e| EngineError::sql(ctx(), e))?;
+        let reader: Box<dyn RecordBatchReader + Send> = Box::new(RecordBatchIterator::new(
+            batches.into_iter().map(Ok),
+            schema,
+        ));
+        st.bind_stream(reader)
+            .map_err(|e| EngineError::sql(ctx(), e))?;
+        st.execute_update()
+            .map_err(|e| EngineError::sql(ctx(), e))?;
         Ok(())
     }
 }
@@ -165,7 +177,9 @@ impl Pool {
     /// Waits for a free connection.
     pub fn get(&self) -> PooledConn<'_> {
         let idx = self.free_rx.recv().expect("pool owns a sender");
-        let guard = self.conns[idx].try_lock().expect("free connection is unlocked");
+        let guard = self.conns[idx]
+            .try_lock()
+            .expect("free connection is unlocked");
         PooledConn {
             pool: self,
             idx,

@@ -45,14 +45,12 @@ fn count_final(e: &Engine, shard: u32, table: &str) -> u64 {
 fn schema_is_created_per_shard_database() {
     let e = engine();
     let shard = 1;
-    let rows = vec![
-        PointRow::new(11, 1_000)
-            .field("usage", f(0.5))
-            .field("cores", FieldValue::Int(4))
-            .field("up", FieldValue::Bool(true))
-            .field("host_name", FieldValue::Str("a".into()))
-            .field("bytes", FieldValue::UInt(7)),
-    ];
+    let rows = vec![PointRow::new(11, 1_000)
+        .field("usage", f(0.5))
+        .field("cores", FieldValue::Int(4))
+        .field("up", FieldValue::Bool(true))
+        .field("host_name", FieldValue::Str("a".into()))
+        .field("bytes", FieldValue::UInt(7))];
     let series = encode_series(&[(11, "cpu", "cpu,host=a")]).unwrap();
     e.apply(shard, 3, "cpu", &points(&rows), &series).unwrap();
     e.flush_all().unwrap();
@@ -66,7 +64,18 @@ fn schema_is_created_per_shard_database() {
         .unwrap();
     let names = col_strings(&cols, 0);
     let types = col_strings(&cols, 1);
-    assert_eq!(names, ["time", "series_id", "usage", "cores", "up", "host_name", "bytes"]);
+    assert_eq!(
+        names,
+        [
+            "time",
+            "series_id",
+            "usage",
+            "cores",
+            "up",
+            "host_name",
+            "bytes"
+        ]
+    );
     assert_eq!(
         types,
         [
@@ -87,14 +96,20 @@ fn schema_is_created_per_shard_database() {
     let db = e.query(shard, "SELECT currentDatabase()").unwrap();
     assert_eq!(col_strings(&db, 0), ["shard_0001"]);
     let s = e
-        .query(shard, "SELECT series_id, measurement, tags FROM _series FINAL")
+        .query(
+            shard,
+            "SELECT series_id, measurement, tags FROM _series FINAL",
+        )
         .unwrap();
     assert_eq!(col_strings(&s, 0), ["11"]);
     assert_eq!(col_strings(&s, 2), ["cpu,host=a"]);
     let flushed = e.query(shard, "SELECT max(`index`) FROM _flushed").unwrap();
     assert_eq!(scalar(&flushed), 3);
     let v = e
-        .query(shard, "SELECT toUnixTimestamp64Nano(time), usage, cores, up, host_name, bytes FROM cpu FINAL")
+        .query(
+            shard,
+            "SELECT toUnixTimestamp64Nano(time), usage, cores, up, host_name, bytes FROM cpu FINAL",
+        )
         .unwrap();
     assert_eq!(col_strings(&v, 0), ["1000"]);
     assert_eq!(col_strings(&v, 1), ["0.5"]);
@@ -112,7 +127,8 @@ fn new_fields_add_columns_while_writing() {
         for idx in 1..=60u64 {
             let rows: Vec<PointRow> = (0..100)
                 .map(|i| {
-                    let mut p = PointRow::new(i % 10, (idx * 1000 + i) as i64).field("a", f(idx as f64));
+                    let mut p =
+                        PointRow::new(i % 10, (idx * 1000 + i) as i64).field("a", f(idx as f64));
                     if idx >= 20 {
                         p = p.field("b", FieldValue::Int(idx as i64));
                     }
@@ -122,7 +138,9 @@ fn new_fields_add_columns_while_writing() {
                     p
                 })
                 .collect();
-            engine().apply(shard, idx, "cpu", &points(&rows), &[]).unwrap();
+            engine()
+                .apply(shard, idx, "cpu", &points(&rows), &[])
+                .unwrap();
         }
     });
     writer.join().unwrap();
@@ -152,7 +170,10 @@ fn type_conflict_names_field_stored_and_offered_types() {
     };
     e.admit("weather", &schema(DataType::Float64)).unwrap();
     let err = e.admit("weather", &schema(DataType::Utf8)).unwrap_err();
-    assert!(matches!(err, EngineError::FieldTypeConflict { .. }), "{err:?}");
+    assert!(
+        matches!(err, EngineError::FieldTypeConflict { .. }),
+        "{err:?}"
+    );
     let msg = err.to_string();
     assert!(
         msg.contains("temperature") && msg.contains("Float64") && msg.contains("String"),
@@ -161,8 +182,14 @@ fn type_conflict_names_field_stored_and_offered_types() {
     // A field stored by a flush (not only reserved) conflicts too.
     let shard = 3;
     let rows = vec![PointRow::new(1, 1).field("pressure", FieldValue::Int(1000))];
-    e.apply(shard, 1, "weather", &encode_points("weather", &rows).unwrap(), &[])
-        .unwrap();
+    e.apply(
+        shard,
+        1,
+        "weather",
+        &encode_points("weather", &rows).unwrap(),
+        &[],
+    )
+    .unwrap();
     e.flush_all().unwrap();
     let err = e
         .admit(
@@ -175,7 +202,10 @@ fn type_conflict_names_field_stored_and_offered_types() {
         )
         .unwrap_err()
         .to_string();
-    assert!(err.contains("pressure") && err.contains("Int64") && err.contains("Bool"), "{err}");
+    assert!(
+        err.contains("pressure") && err.contains("Int64") && err.contains("Bool"),
+        "{err}"
+    );
     // Bad shapes are rejected before proposing.
     let bad = Schema::new(vec![Field::new("time", ts.clone(), false)]);
     assert!(matches!(
@@ -193,19 +223,52 @@ fn last_write_wins_for_duplicate_series_and_time() {
     let e = engine();
     let shard = 4;
     // Within one entry: 5,000 writes of the same point; the last must win.
-    let rows: Vec<PointRow> = (0..5_000).map(|i| PointRow::new(1, 100).field("v", f(i as f64))).collect();
+    let rows: Vec<PointRow> = (0..5_000)
+        .map(|i| PointRow::new(1, 100).field("v", f(i as f64)))
+        .collect();
     e.apply(shard, 1, "cpu", &points(&rows), &[]).unwrap();
     // Across entries flushed together.
-    e.apply(shard, 2, "cpu", &points(&[PointRow::new(2, 100).field("v", f(1.0))]), &[]).unwrap();
-    e.apply(shard, 3, "cpu", &points(&[PointRow::new(2, 100).field("v", f(2.0))]), &[]).unwrap();
+    e.apply(
+        shard,
+        2,
+        "cpu",
+        &points(&[PointRow::new(2, 100).field("v", f(1.0))]),
+        &[],
+    )
+    .unwrap();
+    e.apply(
+        shard,
+        3,
+        "cpu",
+        &points(&[PointRow::new(2, 100).field("v", f(2.0))]),
+        &[],
+    )
+    .unwrap();
     e.flush_all().unwrap();
     // Across flushes (separate parts).
-    e.apply(shard, 4, "cpu", &points(&[PointRow::new(3, 100).field("v", f(1.0))]), &[]).unwrap();
+    e.apply(
+        shard,
+        4,
+        "cpu",
+        &points(&[PointRow::new(3, 100).field("v", f(1.0))]),
+        &[],
+    )
+    .unwrap();
     e.flush_all().unwrap();
-    e.apply(shard, 5, "cpu", &points(&[PointRow::new(3, 100).field("v", f(3.0))]), &[]).unwrap();
+    e.apply(
+        shard,
+        5,
+        "cpu",
+        &points(&[PointRow::new(3, 100).field("v", f(3.0))]),
+        &[],
+    )
+    .unwrap();
     e.flush_all().unwrap();
     let r = e
-        .query(shard, "SELECT series_id, v FROM cpu FINAL ORDER BY series_id")
+        .query(
+            shard,
+            "SELECT series_id, v FROM cpu FINAL ORDER BY series_id",
+        )
         .unwrap();
     assert_eq!(col_strings(&r, 0), ["1", "2", "3"]);
     assert_eq!(col_strings(&r, 1), ["4999.0", "2.0", "3.0"]);
@@ -229,7 +292,10 @@ fn reflushing_the_same_rows_does_not_duplicate_them() {
     assert!(raw == 4_000 || raw == 2_000, "raw {raw}");
     assert_eq!(count_final(e, shard, "cpu"), 2_000);
     let sum = e.query(shard, "SELECT sum(v) FROM cpu FINAL").unwrap();
-    assert_eq!(col_strings(&sum, 0), [format!("{}.0", (0..2_000).sum::<i32>())]);
+    assert_eq!(
+        col_strings(&sum, 0),
+        [format!("{}.0", (0..2_000).sum::<i32>())]
+    );
     // Replaying an index at or below the applied one is a no-op.
     e.apply(shard, 2, "cpu", &bytes, &[]).unwrap();
     e.flush_all().unwrap();
@@ -241,16 +307,43 @@ fn export_import_and_drop_a_shard() {
     let e = engine();
     let (src, dst) = (6, 7);
     let rows: Vec<PointRow> = (0..300)
-        .map(|i| PointRow::new(i % 3, i as i64).field("v", f(i as f64)).field("s", FieldValue::Str("x".into())))
+        .map(|i| {
+            PointRow::new(i % 3, i as i64)
+                .field("v", f(i as f64))
+                .field("s", FieldValue::Str("x".into()))
+        })
         .collect();
-    let series = encode_series(&[(0, "cpu", "cpu,h=0"), (1, "cpu", "cpu,h=1"), (2, "cpu", "cpu,h=2")]).unwrap();
+    let series = encode_series(&[
+        (0, "cpu", "cpu,h=0"),
+        (1, "cpu", "cpu,h=1"),
+        (2, "cpu", "cpu,h=2"),
+    ])
+    .unwrap();
     e.apply(src, 9, "cpu", &points(&rows), &series).unwrap();
-    e.apply(src, 10, "mem", &encode_points("mem", &[PointRow::new(5, 1).field("free", FieldValue::UInt(3))]).unwrap(), &[]).unwrap();
+    e.apply(
+        src,
+        10,
+        "mem",
+        &encode_points(
+            "mem",
+            &[PointRow::new(5, 1).field("free", FieldValue::UInt(3))],
+        )
+        .unwrap(),
+        &[],
+    )
+    .unwrap();
     // Export flushes first.
     let (idx, bytes) = e.export_shard(src).unwrap();
     assert_eq!(idx, 10);
     // The destination had other data: import replaces it.
-    e.apply(dst, 1, "disk", &encode_points("disk", &[PointRow::new(1, 1).field("u", f(1.0))]).unwrap(), &[]).unwrap();
+    e.apply(
+        dst,
+        1,
+        "disk",
+        &encode_points("disk", &[PointRow::new(1, 1).field("u", f(1.0))]).unwrap(),
+        &[],
+    )
+    .unwrap();
     e.flush_all().unwrap();
     e.import_shard(dst, idx, &bytes).unwrap();
     assert_eq!(e.flushed_index(dst), 10);
@@ -258,15 +351,33 @@ fn export_import_and_drop_a_shard() {
     assert_eq!(count_final(e, dst, "mem"), 1);
     assert_eq!(count_final(e, dst, "_series"), 3);
     let tables = e
-        .query(dst, "SELECT name FROM system.tables WHERE database = currentDatabase() ORDER BY name")
+        .query(
+            dst,
+            "SELECT name FROM system.tables WHERE database = currentDatabase() ORDER BY name",
+        )
         .unwrap();
-    assert_eq!(col_strings(&tables, 0), ["_flushed", "_series", "cpu", "mem"]);
-    let sum = e.query(dst, "SELECT sum(v), any(s) FROM cpu FINAL").unwrap();
-    assert_eq!(col_strings(&sum, 0), [format!("{}.0", (0..300).sum::<i32>())]);
+    assert_eq!(
+        col_strings(&tables, 0),
+        ["_flushed", "_series", "cpu", "mem"]
+    );
+    let sum = e
+        .query(dst, "SELECT sum(v), any(s) FROM cpu FINAL")
+        .unwrap();
+    assert_eq!(
+        col_strings(&sum, 0),
+        [format!("{}.0", (0..300).sum::<i32>())]
+    );
     assert_eq!(col_strings(&sum, 1), ["x"]);
     // Entries at or below the imported index are skipped, later ones apply.
     e.apply(dst, 10, "cpu", &points(&rows), &[]).unwrap();
-    e.apply(dst, 11, "cpu", &points(&[PointRow::new(9, 9).field("v", f(1.0))]), &[]).unwrap();
+    e.apply(
+        dst,
+        11,
+        "cpu",
+        &points(&[PointRow::new(9, 9).field("v", f(1.0))]),
+        &[],
+    )
+    .unwrap();
     e.flush_all().unwrap();
     assert_eq!(count_final(e, dst, "cpu"), 301);
     assert!(e.import_shard(dst, 1, b"garbage").is_err());
@@ -292,18 +403,31 @@ fn a_second_data_directory_is_refused() {
     .err()
     .expect("second data dir must be refused");
     assert!(matches!(err, EngineError::SecondDataDir { .. }), "{err:?}");
-    assert!(err.to_string().contains("one data directory per process"), "{err}");
+    assert!(
+        err.to_string().contains("one data directory per process"),
+        "{err}"
+    );
 }
 
 #[test]
 fn background_flusher_flushes_by_age_and_size() {
     let e = engine();
     let shard = 8;
-    e.apply(shard, 1, "cpu", &points(&[PointRow::new(1, 1).field("v", f(1.0))]), &[]).unwrap();
+    e.apply(
+        shard,
+        1,
+        "cpu",
+        &points(&[PointRow::new(1, 1).field("v", f(1.0))]),
+        &[],
+    )
+    .unwrap();
     // Age bound is 50 ms: wait (bounded) for the flusher to record the index.
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while e.flushed_index(shard) < 1 {
-        assert!(std::time::Instant::now() < deadline, "age-bound flush never happened");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "age-bound flush never happened"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     assert_eq!(count_final(e, shard, "cpu"), 1);

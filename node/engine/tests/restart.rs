@@ -1,5 +1,5 @@
 //! Data survives a process restart: a child process writes, flushes part of
-//! its entries and dies with SIGABRT-like abruptness (no shutdown, no final
+//! its entries and is killed with SIGKILL (no shutdown, no final
 //! flush); a second child reopens the data directory, checks the flushed
 //! index and the rows, replays the WAL tail and checks again.
 
@@ -18,7 +18,10 @@ const SHARD: u32 = 3;
 
 fn entry(idx: u64) -> Vec<u8> {
     let rows: Vec<PointRow> = (0..1_000)
-        .map(|i| PointRow::new(i % 10, (idx * 10_000 + i) as i64).field("v", FieldValue::Float(idx as f64)))
+        .map(|i| {
+            PointRow::new(i % 10, (idx * 10_000 + i) as i64)
+                .field("v", FieldValue::Float(idx as f64))
+        })
         .collect();
     encode_points("cpu", &rows).unwrap()
 }
@@ -49,13 +52,21 @@ fn writer(dir: &Path) {
     e.flush_all().unwrap();
     // Applied but never flushed: lives only in the (simulated) WAL.
     e.apply(SHARD, 6, "cpu", &entry(6), &[]).unwrap();
-    // Die without shutdown or destructors, like kill -9.
-    std::process::abort();
+    // Die without shutdown or destructors: kill -9 ourselves (abort would
+    // write a core dump of a process with chDB mapped, which takes minutes).
+    let _ = Command::new("kill")
+        .args(["-9", &std::process::id().to_string()])
+        .status();
+    unreachable!("kill -9 of ourselves returned");
 }
 
 fn reader(dir: &Path) {
     let e = open(dir);
-    assert_eq!(e.flushed_index(SHARD), 5, "flushed index read back from chDB");
+    assert_eq!(
+        e.flushed_index(SHARD),
+        5,
+        "flushed index read back from chDB"
+    );
     assert_eq!(count(&e), 5_000);
     // The stored field type survives too.
     let ts = arrow_schema::DataType::Timestamp(arrow_schema::TimeUnit::Nanosecond, None);

@@ -18,7 +18,10 @@ fn missing_engine_is_a_clear_error() {
     assert!(matches!(err, EngineError::EngineNotFound { .. }), "{err:?}");
     let msg = err.to_string();
     assert!(msg.contains(&missing.display().to_string()), "{msg}");
-    assert!(msg.contains("make deps") && msg.contains("SHARDHOUSE_CHDB_DIR"), "{msg}");
+    assert!(
+        msg.contains("make deps") && msg.contains("SHARDHOUSE_CHDB_DIR"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -45,8 +48,13 @@ fn libpython_override_must_exist() {
     // for the other tests: a child process gets the bad override.
     let exe = std::env::current_exe().unwrap();
     if std::env::var_os("SHARDHOUSE_ENGINE_TEST_LIBPYTHON_CHILD").is_some() {
-        let err = shardhouse_engine::loader::find_libpython().unwrap_err().to_string();
-        assert!(err.contains("SHARDHOUSE_LIBPYTHON") && err.contains("/nonexistent/libpython.so"), "{err}");
+        let err = shardhouse_engine::loader::find_libpython()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("SHARDHOUSE_LIBPYTHON") && err.contains("/nonexistent/libpython.so"),
+            "{err}"
+        );
         return;
     }
     let status = std::process::Command::new(exe)

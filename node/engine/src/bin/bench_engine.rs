@@ -10,8 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use arrow_array::{
-    ArrayRef, Int64Array, MapArray, RecordBatch, StringArray, TimestampNanosecondArray,
-    UInt64Array,
+    ArrayRef, Int64Array, MapArray, RecordBatch, StringArray, TimestampNanosecondArray, UInt64Array,
 };
 use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
 use shardhouse_engine::pool::Pool;
@@ -60,7 +59,11 @@ fn field_defs() -> Vec<Field> {
 }
 
 fn ts_field() -> Field {
-    Field::new("time", DataType::Timestamp(TimeUnit::Nanosecond, None), false)
+    Field::new(
+        "time",
+        DataType::Timestamp(TimeUnit::Nanosecond, None),
+        false,
+    )
 }
 
 fn series_id_of(series: usize) -> u64 {
@@ -106,7 +109,11 @@ fn build_layouts(rows: usize) -> Result<Vec<Layout>> {
     let tag_sql: Vec<String> = (0..TAGS).map(|t| format!("tag{t} String")).collect();
     out.push(Layout {
         name: "cols (one column/tag)",
-        columns: format!("time DateTime64(9), {}, {}", tag_sql.join(", "), field_sql.join(", ")),
+        columns: format!(
+            "time DateTime64(9), {}, {}",
+            tag_sql.join(", "),
+            field_sql.join(", ")
+        ),
         order_by: "(tag0, tag1, tag2, tag3, tag4, tag5, time)",
         schema,
         batches,
@@ -120,7 +127,11 @@ fn build_layouts(rows: usize) -> Result<Vec<Layout>> {
     let map_field = Field::new(
         "tags",
         DataType::Map(
-            Arc::new(Field::new("entries", DataType::Struct(entries.clone()), false)),
+            Arc::new(Field::new(
+                "entries",
+                DataType::Struct(entries.clone()),
+                false,
+            )),
             false,
         ),
         false,
@@ -146,7 +157,11 @@ fn build_layouts(rows: usize) -> Result<Vec<Layout>> {
             None,
         );
         let map = MapArray::try_new(
-            Arc::new(Field::new("entries", DataType::Struct(entries.clone()), false)),
+            Arc::new(Field::new(
+                "entries",
+                DataType::Struct(entries.clone()),
+                false,
+            )),
             offsets,
             struct_arr,
             None,
@@ -163,7 +178,10 @@ fn build_layouts(rows: usize) -> Result<Vec<Layout>> {
     }
     out.push(Layout {
         name: "map(tags)",
-        columns: format!("time DateTime64(9), tags Map(String, String), {}", field_sql.join(", ")),
+        columns: format!(
+            "time DateTime64(9), tags Map(String, String), {}",
+            field_sql.join(", ")
+        ),
         order_by: "time",
         schema,
         batches,
@@ -174,7 +192,10 @@ fn build_layouts(rows: usize) -> Result<Vec<Layout>> {
     let batches = series_id_batches(&schema, &ids, 0..rows, LAYOUT_BATCH)?;
     out.push(Layout {
         name: "series_id (narrow fact)",
-        columns: format!("time DateTime64(9), series_id UInt64, {}", field_sql.join(", ")),
+        columns: format!(
+            "time DateTime64(9), series_id UInt64, {}",
+            field_sql.join(", ")
+        ),
         order_by: "(series_id, time)",
         schema,
         batches,
@@ -226,7 +247,12 @@ fn scalar_u64(engine: &Engine, sql: &str) -> Result<u64> {
         .value(0))
 }
 
-fn insert_all(pool: &Pool, table: &str, schema: &SchemaRef, batches: &[RecordBatch]) -> Result<Duration> {
+fn insert_all(
+    pool: &Pool,
+    table: &str,
+    schema: &SchemaRef,
+    batches: &[RecordBatch],
+) -> Result<Duration> {
     let mut conn = pool.get();
     let t0 = Instant::now();
     for b in batches {
@@ -249,8 +275,11 @@ fn fmt_int(n: f64) -> String {
 }
 
 fn main() -> Result<()> {
-    let data_dir = std::env::temp_dir().join(format!("shardhouse-bench-engine-{}", std::process::id()));
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let data_dir =
+        std::env::temp_dir().join(format!("shardhouse-bench-engine-{}", std::process::id()));
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
     let engine = Engine::open(EngineConfig {
         data_dir: data_dir.clone(),
         pool_size: 4,
@@ -260,7 +289,10 @@ fn main() -> Result<()> {
     exec(pool, "CREATE DATABASE IF NOT EXISTS bench")?;
     let version = engine.query_global("SELECT version()")?;
     let version = arrow_cast::display::array_value_to_string(version[0].column(0), 0)?;
-    println!("# bench-engine: chDB {version}, {cores} cores, data dir {}", data_dir.display());
+    println!(
+        "# bench-engine: chDB {version}, {cores} cores, data dir {}",
+        data_dir.display()
+    );
     println!();
 
     // --- Lever 1: layout, one connection, 50k-row batches.
@@ -278,8 +310,20 @@ fn main() -> Result<()> {
     for (i, l) in layouts.iter().enumerate() {
         let table = format!("layout_{i}");
         let null_table = format!("layout_{i}_null");
-        exec(pool, &format!("CREATE TABLE bench.{table} ({}) ENGINE = MergeTree ORDER BY {}", l.columns, l.order_by))?;
-        exec(pool, &format!("CREATE TABLE bench.{null_table} ({}) ENGINE = Null", l.columns))?;
+        exec(
+            pool,
+            &format!(
+                "CREATE TABLE bench.{table} ({}) ENGINE = MergeTree ORDER BY {}",
+                l.columns, l.order_by
+            ),
+        )?;
+        exec(
+            pool,
+            &format!(
+                "CREATE TABLE bench.{null_table} ({}) ENGINE = Null",
+                l.columns
+            ),
+        )?;
         // Conversion alone (Null sink) vs the full insert (sort, compress, write).
         let null_t = insert_all(pool, &null_table, &l.schema, &l.batches)?;
         let t = insert_all(pool, &table, &l.schema, &l.batches)?;
@@ -303,7 +347,9 @@ fn main() -> Result<()> {
     // The layout Shardhouse actually writes: Nullable fields, ReplacingMergeTree.
     {
         let l = &layouts[2];
-        let cols: Vec<String> = (0..FIELDS).map(|f| format!("f{f} Nullable(Int64)")).collect();
+        let cols: Vec<String> = (0..FIELDS)
+            .map(|f| format!("f{f} Nullable(Int64)"))
+            .collect();
         exec(
             pool,
             &format!(
@@ -357,7 +403,12 @@ fn main() -> Result<()> {
                     s.spawn(move || -> Result<()> {
                         let mut conn = pool.get();
                         for b in (w..n_batches).step_by(conns) {
-                            conn.ingest("bench", table, schema.clone(), vec![distinct[b % distinct.len()].clone()])?;
+                            conn.ingest(
+                                "bench",
+                                table,
+                                schema.clone(),
+                                vec![distinct[b % distinct.len()].clone()],
+                            )?;
                         }
                         Ok(())
                     })
@@ -373,9 +424,19 @@ fn main() -> Result<()> {
         if conns == 1 {
             one_conn = rate;
         }
-        println!("| {conns} | {wall:.3} | {} | {:.2}x |", fmt_int(rate), rate / one_conn);
-        let got = scalar_u64(&engine, &format!("SELECT toUInt64(count()) FROM bench.{table}"))?;
-        anyhow::ensure!(got == POOL_ROWS as u64, "{table} holds {got} rows, expected {POOL_ROWS}");
+        println!(
+            "| {conns} | {wall:.3} | {} | {:.2}x |",
+            fmt_int(rate),
+            rate / one_conn
+        );
+        let got = scalar_u64(
+            &engine,
+            &format!("SELECT toUInt64(count()) FROM bench.{table}"),
+        )?;
+        anyhow::ensure!(
+            got == POOL_ROWS as u64,
+            "{table} holds {got} rows, expected {POOL_ROWS}"
+        );
     }
     println!();
 
@@ -404,7 +465,12 @@ fn main() -> Result<()> {
                 s.spawn(move || -> Result<()> {
                     let mut conn = pool.get();
                     for d in (w..dbs).step_by(workers) {
-                        conn.ingest(&format!("bench_shard_{d:04}"), "cpu", schema.clone(), small.clone())?;
+                        conn.ingest(
+                            &format!("bench_shard_{d:04}"),
+                            "cpu",
+                            schema.clone(),
+                            small.clone(),
+                        )?;
                     }
                     Ok(())
                 })
