@@ -98,8 +98,11 @@ cleanup() {
   else
     log "data and logs kept in $DATA"
   fi
+  # The summary is always the last line, after any cleanup messages.
+  echo "$FINAL_LINE"
   exit "$rc"
 }
+FINAL_LINE="chaos_scenarios=0 acked_points_lost=unknown"
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
@@ -109,7 +112,7 @@ log "cluster in $SH_DATA: etcd, 3 nodes (RF=3, $SHARDS shards), router"
 sh_start_etcd
 sh_start_nodes "$SHARDS" 3
 sh_start_router
-sh_wait_writable || { log "cluster never became writable"; echo "chaos_scenarios=0 acked_points_lost=unknown"; exit 1; }
+sh_wait_writable || { log "cluster never became writable"; exit 1; }
 
 ACKS="$SH_DATA/acks.log"
 MEAS="chaos_$(date +%s)"
@@ -212,5 +215,5 @@ if ((recovery_failures > 0)); then
   log "$recovery_failures scenario(s) were not followed by acknowledged writes within 60 s"
   status=1
 fi
-echo "chaos_scenarios=$scenarios acked_points_lost=$lost"
+FINAL_LINE="chaos_scenarios=$scenarios acked_points_lost=$lost"
 exit "$status"
