@@ -201,6 +201,7 @@ impl Engine {
     /// engine's database; a different data directory is refused
     /// ([`EngineError::SecondDataDir`]).
     pub fn open(cfg: EngineConfig) -> Result<Engine> {
+        metrics::register();
         let chdb_dir = loader::resolve_chdb_dir(cfg.chdb_dir.as_deref());
         // Checked before anything else so a bad path is reported even when
         // this process already runs an engine.

@@ -44,6 +44,16 @@ pub static PARTS: LazyLock<IntGauge> = LazyLock::new(|| {
     .expect("metric registered once")
 });
 
+/// Registers every engine metric so `/metrics` lists them (at zero) from
+/// start-up, before the first flush; dashboards and alerts query them.
+pub fn register() {
+    LazyLock::force(&FLUSH_SECONDS);
+    LazyLock::force(&FLUSHES_TOTAL);
+    LazyLock::force(&ROWS_FLUSHED_TOTAL);
+    LazyLock::force(&PENDING_ROWS);
+    LazyLock::force(&PARTS);
+}
+
 /// Records the elapsed time into a histogram when dropped.
 pub struct Timer {
     hist: &'static Histogram,
@@ -62,5 +72,29 @@ impl Timer {
 impl Drop for Timer {
     fn drop(&mut self) {
         self.hist.observe(self.start.elapsed().as_secs_f64());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_contract_metric_is_exported_after_register() {
+        super::register();
+        let names: Vec<String> = prometheus::gather()
+            .iter()
+            .map(|f| f.name().to_owned())
+            .collect();
+        for want in [
+            "shardhouse_engine_flush_seconds",
+            "shardhouse_engine_flushes_total",
+            "shardhouse_engine_rows_flushed_total",
+            "shardhouse_engine_pending_rows",
+            "shardhouse_engine_parts",
+        ] {
+            assert!(
+                names.iter().any(|n| n == want),
+                "{want} missing from {names:?}"
+            );
+        }
     }
 }
