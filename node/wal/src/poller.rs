@@ -762,6 +762,14 @@ impl Poller {
             // leave after the batch is durable.
             let persisted = rd.take_persisted_messages();
             let mut light = p.node.advance_append(rd);
+            // raft-rs reports a commit advance that follows this persist
+            // (a leader's, above all a single voter's) here and not in a
+            // later Ready's hard state. Persist it with the next batch, or a
+            // restart finds the log compacted past the stored commit.
+            if let Some(commit) = light.commit_index() {
+                p.node.mut_store().set_commit(commit);
+                p.state_dirty = true;
+            }
             let msgs = light.take_messages();
             p.handle_committed(light.take_committed_entries());
             self.collect(shard, persisted);

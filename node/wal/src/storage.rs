@@ -103,6 +103,12 @@ impl ShardStorage {
         snap: Arc<Mutex<SnapSlot>>,
         apply_tx: Sender<ApplyMsg>,
     ) -> Result<ShardStorage> {
+        let mut state = state;
+        // The log is only ever compacted behind the applied index, and only
+        // committed entries are applied, so a stored commit below the
+        // truncation point is stale (written before commit advances were
+        // persisted); raft-rs refuses to start on it.
+        state.hard_state.commit = state.hard_state.commit.max(state.truncated_index);
         let mut s = ShardStorage {
             shard,
             db,
@@ -152,6 +158,13 @@ impl ShardStorage {
 
     pub fn set_hard_state(&mut self, hs: HardState) {
         self.state.hard_state = hs;
+    }
+
+    /// Raises the stored commit index (never lowers it).
+    pub fn set_commit(&mut self, commit: u64) {
+        if commit > self.state.hard_state.commit {
+            self.state.hard_state.commit = commit;
+        }
     }
 
     pub fn set_conf_state(&mut self, cs: ConfState, index: u64) {

@@ -678,6 +678,43 @@ async fn single_node_restart_keeps_hard_state_and_log() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Regression: a single voter's commit advances arrive in raft-rs's
+/// LightReady, not in a Ready's hard state. If they are not persisted, the
+/// stored commit stays at the bootstrap index while compaction moves the log
+/// past it, and raft-rs refuses to start the replica after a restart
+/// ("hs.commit 1 is out of range").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn single_voter_restarts_after_log_compaction() -> anyhow::Result<()> {
+    let mut c = Cluster::new(1)?;
+    c.bootstrap(6, &[1])?;
+    let mut expected = Vec::new();
+    for i in 0..60 {
+        let d = payload("compact", i);
+        c.propose(6, d.clone(), &[1]).await?;
+        expected.push(d);
+    }
+    c.wait_applied(6, &[1], &expected).await?;
+    c.sms[&1].flush(6);
+    wait_for("log compaction on the single voter", || {
+        c.status(1, 6).is_some_and(|s| s.first_index > 30)
+    })
+    .await?;
+    let before = c.status(1, 6).unwrap();
+    let durable = Arc::new(c.sms[&1].durable_copy());
+    c.stop(1);
+    c.start(1, durable.clone())?;
+    c.leader(6, &[1]).await?;
+    let after = c.status(1, 6).unwrap();
+    assert!(after.commit_index >= before.first_index - 1, "{after:?}");
+    let d = payload("after-restart", 0);
+    c.propose(6, d.clone(), &[1]).await?;
+    wait_for("the new entry applied after restart", || {
+        durable.payloads(6).last() == Some(&d)
+    })
+    .await?;
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn membership_add_learner_promote_remove() -> anyhow::Result<()> {
     let c = Cluster::new(4)?;
