@@ -248,6 +248,7 @@ impl Engine {
                     .expect("spawn ticker thread"),
             );
         }
+        crate::exit::skip_engine_teardown_after(crate::exit::Stage::Open);
         tracing::info!(pool_size = size, data_dir = %inner.cfg.data_dir.display(), "engine open");
         Ok(Engine {
             inner,

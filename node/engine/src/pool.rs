@@ -62,6 +62,7 @@ impl Conn {
                 message: e.to_string(),
             })?);
         }
+        crate::exit::skip_engine_teardown_after(crate::exit::Stage::Query);
         Ok(out)
     }
 
@@ -101,6 +102,7 @@ impl Conn {
             .map_err(|e| EngineError::sql(ctx(), e))?;
         st.execute_update()
             .map_err(|e| EngineError::sql(ctx(), e))?;
+        crate::exit::skip_engine_teardown_after(crate::exit::Stage::Insert);
         Ok(())
     }
 }
