@@ -71,6 +71,32 @@ pub fn plan(map: &ShardMap, nodes: &[u64]) -> Result<Vec<Move>, PlanError> {
     let mut placement: Vec<ShardPlacement> = map.shards.clone();
     let mut moves = Vec::new();
 
+    // 0. Trim: a move interrupted between "promote" and "remove old replica"
+    // leaves a shard with more voters than the replication factor. Remove
+    // the surplus, never the leader, replicas on drained nodes first. With
+    // no known leader the shard is left alone (a wrong guess would remove it).
+    for p in placement.iter_mut() {
+        if p.replicas.len() <= rf || !p.replicas.contains(&p.leader_hint) {
+            continue;
+        }
+        let mut surplus: Vec<u64> = p
+            .replicas
+            .iter()
+            .copied()
+            .filter(|r| *r != p.leader_hint)
+            .collect();
+        // Drained nodes first, then the highest ids (deterministic).
+        surplus.sort_by_key(|r| (targets.contains(r), std::cmp::Reverse(*r)));
+        surplus.truncate(p.replicas.len() - rf);
+        for node in surplus {
+            p.replicas.retain(|r| *r != node);
+            moves.push(Move::RemoveReplica {
+                shard: p.shard,
+                node,
+            });
+        }
+    }
+
     // Replica load over target nodes only; drained nodes are emptied first.
     let mut load: BTreeMap<u64, usize> = targets.iter().map(|&t| (t, 0)).collect();
     for p in &placement {
@@ -475,5 +501,34 @@ mod tests {
             plan(&m2, &[1, 2, 3, 4]),
             Err(PlanError::MoveInFlight { shard: 2, .. })
         ));
+    }
+
+    #[test]
+    fn surplus_replicas_from_an_interrupted_move_are_trimmed() {
+        // RF=1, shard 1 kept its old replica on node 2 after its new one on
+        // node 3 was promoted and took the leadership.
+        let mut map = map(6, 1, &[1, 2, 3]);
+        map.shards[1].replicas = vec![2, 3];
+        map.shards[1].leader_hint = 3;
+        let moves = plan(&map, &[1, 2, 3]).unwrap();
+        assert_eq!(
+            moves.first(),
+            Some(&Move::RemoveReplica { shard: 1, node: 2 }),
+            "{moves:?}"
+        );
+        let mut trimmed = map.clone();
+        apply_move(&mut trimmed, &moves[0]);
+        assert_eq!(trimmed.shards[1].replicas, vec![3], "the leader stays");
+        let after = simulate(map.clone(), &moves);
+        assert!(
+            after.shards.iter().all(|p| p.replicas.len() == 1),
+            "{after:?}"
+        );
+        // Unknown leader: nothing is guessed.
+        map.shards[1].leader_hint = 0;
+        let moves = plan(&map, &[1, 2, 3]).unwrap();
+        assert!(!moves
+            .iter()
+            .any(|m| matches!(m, Move::RemoveReplica { shard: 1, .. })));
     }
 }
