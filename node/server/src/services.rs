@@ -306,9 +306,7 @@ impl proto::admin_server::Admin for AdminService {
         request: Request<ChangeReplicaRequest>,
     ) -> Result<Response<AdminReply>, Status> {
         let req = request.into_inner();
-        let target = req
-            .target
-            .ok_or_else(|| Status::invalid_argument("target peer is required"))?;
+        let target = required_target(req.target)?;
         self.remember(std::slice::from_ref(&target));
         // The learner must exist as an empty replica before the leader sends
         // it appends; ask the target node to create it.
@@ -388,9 +386,7 @@ impl proto::admin_server::Admin for AdminService {
         request: Request<ChangeReplicaRequest>,
     ) -> Result<Response<AdminReply>, Status> {
         let req = request.into_inner();
-        let target = req
-            .target
-            .ok_or_else(|| Status::invalid_argument("target peer is required"))?;
+        let target = required_target(req.target)?;
         let res = self
             .ctx
             .wal
@@ -407,9 +403,7 @@ impl proto::admin_server::Admin for AdminService {
         request: Request<ChangeReplicaRequest>,
     ) -> Result<Response<AdminReply>, Status> {
         let req = request.into_inner();
-        let target = req
-            .target
-            .ok_or_else(|| Status::invalid_argument("target peer is required"))?;
+        let target = required_target(req.target)?;
         let res = self.ctx.wal.remove_replica(req.shard, target.node_id).await;
         Ok(Response::new(self.reply(
             res,
@@ -486,4 +480,9 @@ pub fn raft_server(ctx: Arc<NodeContext>) -> proto::raft_server::RaftServer<Raft
 
 pub fn admin_server(ctx: Arc<NodeContext>) -> proto::admin_server::AdminServer<AdminService> {
     proto::admin_server::AdminServer::new(AdminService::new(ctx))
+}
+
+/// The peer an admin change acts on; every change names one.
+fn required_target(target: Option<Peer>) -> Result<Peer, Status> {
+    target.ok_or_else(|| Status::invalid_argument("target peer is required"))
 }
