@@ -235,19 +235,49 @@ fn lossy(b: &[u8]) -> String {
 /// Iterates the lines of a body as `(line_number, line)`, 1-based, skipping
 /// empty lines and `#` comments, with a trailing `\r` and leading blanks
 /// removed.
-pub fn lines(body: &[u8]) -> impl Iterator<Item = (usize, &[u8])> {
-    body.split(|&b| b == b'\n')
-        .enumerate()
-        .filter_map(|(i, line)| {
+pub fn lines(body: &[u8]) -> Lines<'_> {
+    Lines {
+        body,
+        pos: 0,
+        line_no: 0,
+    }
+}
+
+/// Iterator returned by [`lines`].
+#[derive(Debug, Clone)]
+pub struct Lines<'a> {
+    body: &'a [u8],
+    /// Start of the next line; `body.len() + 1` once the last line is out.
+    pos: usize,
+    line_no: usize,
+}
+
+impl<'a> Iterator for Lines<'a> {
+    type Item = (usize, &'a [u8]);
+
+    #[inline]
+    fn next(&mut self) -> Option<(usize, &'a [u8])> {
+        let body = self.body;
+        while self.pos <= body.len() {
+            let start = self.pos;
+            let end = match memchr::memchr(b'\n', &body[start..]) {
+                Some(i) => start + i,
+                None => body.len(),
+            };
+            self.pos = end + 1;
+            self.line_no += 1;
+            let line = &body[start..end];
             let line = line.strip_suffix(b"\r").unwrap_or(line);
-            let start = line.iter().position(|&b| b != b' ' && b != b'\t')?;
-            let line = &line[start..];
-            if line[0] == b'#' {
-                None
-            } else {
-                Some((i + 1, line))
+            let Some(first) = line.iter().position(|&b| b != b' ' && b != b'\t') else {
+                continue;
+            };
+            let line = &line[first..];
+            if line[0] != b'#' {
+                return Some((self.line_no, line));
             }
-        })
+        }
+        None
+    }
 }
 
 /// Splits a line at its first unescaped space: `(raw series, rest)`. The raw
@@ -256,24 +286,24 @@ pub fn lines(body: &[u8]) -> impl Iterator<Item = (usize, &[u8])> {
 #[inline]
 pub fn split_series(line: &[u8]) -> Result<(&[u8], &[u8])> {
     let mut i = 0;
-    while i < line.len() {
-        match line[i] {
-            b'\\' => i += 2,
-            b' ' => {
-                if i == 0 {
-                    return Err(LineProtocolError::MissingMeasurement);
-                }
-                let mut j = i;
-                while j < line.len() && line[j] == b' ' {
-                    j += 1;
-                }
-                if j == line.len() {
-                    return Err(LineProtocolError::MissingFields);
-                }
-                return Ok((&line[..i], &line[j..]));
-            }
-            _ => i += 1,
+    // Jump between spaces and backslashes: the bytes in between are plain.
+    while let Some(off) = memchr::memchr2(b' ', b'\\', line.get(i..).unwrap_or_default()) {
+        i += off;
+        if line[i] == b'\\' {
+            i += 2;
+            continue;
         }
+        if i == 0 {
+            return Err(LineProtocolError::MissingMeasurement);
+        }
+        let mut j = i;
+        while j < line.len() && line[j] == b' ' {
+            j += 1;
+        }
+        if j == line.len() {
+            return Err(LineProtocolError::MissingFields);
+        }
+        return Ok((&line[..i], &line[j..]));
     }
     if line.is_empty() || line[0] == b',' {
         Err(LineProtocolError::MissingMeasurement)
@@ -457,33 +487,64 @@ pub struct Fields<'p> {
 }
 
 impl<'p> Fields<'p> {
+    #[inline]
     pub fn len(&self) -> usize {
         self.parser.fields.len()
     }
 
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.parser.fields.is_empty()
     }
 
     /// Fields in line order as `(unescaped key, value)`.
-    pub fn iter(&self) -> impl ExactSizeIterator<Item = (&'p [u8], FieldValue<'p>)> + Clone + '_ {
-        let (input, scratch) = (self.input, self.parser.scratch.as_slice());
-        self.parser.fields.iter().map(move |(k, v)| {
-            let value = match *v {
-                RawValue::Float(f) => FieldValue::Float(f),
-                RawValue::Integer(i) => FieldValue::Integer(i),
-                RawValue::Unsigned(u) => FieldValue::Unsigned(u),
-                RawValue::Boolean(b) => FieldValue::Boolean(b),
-                // The line was checked to be UTF-8 and unescaping only removes
-                // ASCII backslashes, so this cannot fail; stay safe anyway.
-                RawValue::String(t) => {
-                    FieldValue::String(std::str::from_utf8(t.get(input, scratch)).unwrap_or(""))
-                }
-            };
-            (k.get(input, scratch), value)
-        })
+    #[inline]
+    pub fn iter(&self) -> FieldIter<'p> {
+        FieldIter {
+            fields: self.parser.fields.iter(),
+            input: self.input,
+            scratch: &self.parser.scratch,
+        }
     }
 }
+
+/// Iterator of [`Fields::iter`]. A named type with an inlined `next` (not
+/// a closure) so that callers in other crates build each value in
+/// registers instead of through a call and a round trip in memory.
+#[derive(Debug, Clone)]
+pub struct FieldIter<'p> {
+    fields: std::slice::Iter<'p, (Text, RawValue)>,
+    input: &'p [u8],
+    scratch: &'p [u8],
+}
+
+impl<'p> Iterator for FieldIter<'p> {
+    type Item = (&'p [u8], FieldValue<'p>);
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<Self::Item> {
+        let (k, v) = self.fields.next()?;
+        let value = match *v {
+            RawValue::Float(f) => FieldValue::Float(f),
+            RawValue::Integer(i) => FieldValue::Integer(i),
+            RawValue::Unsigned(u) => FieldValue::Unsigned(u),
+            RawValue::Boolean(b) => FieldValue::Boolean(b),
+            // The line was checked to be UTF-8 and unescaping only removes
+            // ASCII backslashes, so this cannot fail; stay safe anyway.
+            RawValue::String(t) => FieldValue::String(
+                std::str::from_utf8(t.get(self.input, self.scratch)).unwrap_or(""),
+            ),
+        };
+        Some((k.get(self.input, self.scratch), value))
+    }
+
+    #[inline]
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.fields.size_hint()
+    }
+}
+
+impl ExactSizeIterator for FieldIter<'_> {}
 
 #[inline]
 fn parse_scalar(key: &[u8], v: &[u8]) -> Result<RawValue> {
@@ -558,9 +619,6 @@ fn parse_scalar(key: &[u8], v: &[u8]) -> Result<RawValue> {
 /// `None` and goes through the general parser.
 #[inline]
 fn fast_decimal(v: &[u8]) -> Option<f64> {
-    const POW10: [f64; 16] = [
-        1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
-    ];
     let (neg, digits) = match v.first()? {
         b'-' => (true, &v[1..]),
         b'+' => (false, &v[1..]),
@@ -595,9 +653,77 @@ fn is_integer_text(s: &str) -> bool {
     !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit())
 }
 
+/// Bytes that end a field key or escape inside it: `=`, `,`, space, `\`.
+static FIELD_KEY_STOP: [bool; 256] = {
+    let mut t = [false; 256];
+    t[b'=' as usize] = true;
+    t[b',' as usize] = true;
+    t[b' ' as usize] = true;
+    t[b'\\' as usize] = true;
+    t
+};
+
+/// Powers of ten that are exact in f64 (used with mantissas below 2^53).
+const POW10: [f64; 16] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+];
+
+/// Scans an unquoted value starting at `start` and, when it is a plain
+/// decimal (`[+-]digits[.digits]`, at most 15 significant digits) that ends
+/// at `,`, space or the end of input, returns it with its end position.
+/// This is the [`fast_decimal`] computation fused with the search for the
+/// value's end, so the common value is read once. Anything else returns
+/// `None` and goes through [`parse_scalar`], which gives the same result
+/// (or the error) for every value.
+#[inline(always)]
+fn scan_plain_decimal(input: &[u8], start: usize) -> Option<(f64, usize)> {
+    let n = input.len();
+    let mut i = start;
+    let neg = match input.get(i) {
+        Some(b'-') => {
+            i += 1;
+            true
+        }
+        Some(b'+') => {
+            i += 1;
+            false
+        }
+        _ => false,
+    };
+    let mut mantissa: u64 = 0;
+    let mut n_digits = 0usize;
+    let mut dot = usize::MAX;
+    while i < n {
+        let b = input[i];
+        let d = b.wrapping_sub(b'0');
+        if d < 10 {
+            mantissa = mantissa.wrapping_mul(10).wrapping_add(u64::from(d));
+            n_digits += 1;
+        } else if b == b',' || b == b' ' {
+            break;
+        } else if b == b'.' && dot == usize::MAX {
+            dot = i;
+        } else {
+            return None;
+        }
+        i += 1;
+    }
+    if n_digits == 0 || n_digits > 15 {
+        return None;
+    }
+    let scale = if dot == usize::MAX { 0 } else { i - dot - 1 };
+    let f = mantissa as f64 / POW10[scale];
+    Some((if neg { -f } else { f }, i))
+}
+
 impl FieldParser {
     /// Parses `rest` (the part after the series, from [`split_series`]):
     /// `field=value[,field=value...][ timestamp]`. `rest` must be UTF-8.
+    ///
+    /// One pass: each key is scanned to its `=`, each value is classified
+    /// while it is scanned (plain decimals are converted on the way), and
+    /// only unusual values (integers, booleans, exponents, long mantissas)
+    /// are looked at a second time.
     pub fn parse<'p>(&'p mut self, rest: &'p [u8]) -> Result<Fields<'p>> {
         self.fields.clear();
         self.scratch.clear();
@@ -609,21 +735,22 @@ impl FieldParser {
             let k_start = pos;
             let mut i = pos;
             let mut k_esc = false;
-            let mut eq = None;
-            while i < n {
+            let eq = loop {
+                while i < n && !FIELD_KEY_STOP[input[i] as usize] {
+                    i += 1;
+                }
+                if i >= n {
+                    break None;
+                }
                 match input[i] {
+                    b'=' => break Some(i),
                     b'\\' => {
                         k_esc = true;
                         i += 2;
                     }
-                    b'=' => {
-                        eq = Some(i);
-                        break;
-                    }
-                    b',' | b' ' => break,
-                    _ => i += 1,
+                    _ => break None,
                 }
-            }
+            };
             let Some(eq) = eq else {
                 let end = i.min(n);
                 if end == k_start {
@@ -643,17 +770,17 @@ impl FieldParser {
                 let mut i = s_start;
                 let mut esc = false;
                 let mut close = None;
-                while i < n {
-                    match input[i] {
-                        b'\\' if i + 1 < n && matches!(input[i + 1], b'"' | b'\\') => {
-                            esc = true;
-                            i += 2;
-                        }
-                        b'"' => {
-                            close = Some(i);
-                            break;
-                        }
-                        _ => i += 1,
+                while let Some(off) = memchr::memchr2(b'"', b'\\', &input[i..]) {
+                    i += off;
+                    if input[i] == b'"' {
+                        close = Some(i);
+                        break;
+                    }
+                    if i + 1 < n && matches!(input[i + 1], b'"' | b'\\') {
+                        esc = true;
+                        i += 2;
+                    } else {
+                        i += 1;
                     }
                 }
                 let Some(close) = close else {
@@ -663,6 +790,8 @@ impl FieldParser {
                 };
                 let text = text_of(&mut self.scratch, input, s_start, close, esc, b"\"\\");
                 (RawValue::String(text), close + 1)
+            } else if let Some((f, end)) = scan_plain_decimal(input, v_start) {
+                (RawValue::Float(f), end)
             } else {
                 let mut i = v_start;
                 while i < n && input[i] != b',' && input[i] != b' ' {
@@ -678,7 +807,7 @@ impl FieldParser {
             };
             {
                 let k = key.get(input, &self.scratch);
-                if RESERVED_FIELD_KEYS.iter().any(|r| r.as_bytes() == k) {
+                if is_reserved_field_key(k) {
                     return Err(LineProtocolError::ReservedFieldKey(lossy(k)));
                 }
                 // Lines carry a handful of fields: a linear scan beats hashing.
@@ -715,7 +844,11 @@ impl FieldParser {
         while pos < n && input[pos] == b' ' {
             pos += 1;
         }
-        let timestamp = if pos < n {
+        let timestamp = if pos == n {
+            None
+        } else if let Some(t) = fast_timestamp(&input[pos..]) {
+            Some(t)
+        } else {
             let t_start = pos;
             while pos < n && input[pos] != b' ' {
                 pos += 1;
@@ -728,8 +861,6 @@ impl FieldParser {
                 return Err(LineProtocolError::TrailingText(lossy(&input[pos..])));
             }
             Some(parse_timestamp(t)?)
-        } else {
-            None
         };
         Ok(Fields {
             input,
@@ -737,6 +868,54 @@ impl FieldParser {
             timestamp,
         })
     }
+}
+
+#[inline]
+fn is_reserved_field_key(k: &[u8]) -> bool {
+    // Length first: most keys are neither 4 nor 9 bytes long.
+    matches!(k.len(), 4 | 9) && RESERVED_FIELD_KEYS.iter().any(|r| r.as_bytes() == k)
+}
+
+/// Value of 8 ASCII digits read as a little-endian word, or `None` when
+/// one of the bytes is not a digit (the SWAR digit test and conversion
+/// used by fast float parsers).
+#[inline(always)]
+fn eight_digits(word: u64) -> Option<u64> {
+    let digits = word.wrapping_sub(0x3030_3030_3030_3030);
+    let not_digit = (word & 0xF0F0_F0F0_F0F0_F0F0)
+        | ((word.wrapping_add(0x0606_0606_0606_0606) & 0xF0F0_F0F0_F0F0_F0F0) >> 4);
+    if not_digit != 0x3333_3333_3333_3333 {
+        return None;
+    }
+    // The first digit is the lowest byte: fold pairs, then quads, then halves.
+    let v = digits.wrapping_mul(10).wrapping_add(digits >> 8);
+    let lo = (v & 0x0000_00FF_0000_00FF).wrapping_mul(100 + (1_000_000 << 32));
+    let hi = ((v >> 16) & 0x0000_00FF_0000_00FF).wrapping_mul(1 + (10_000 << 32));
+    Some(lo.wrapping_add(hi) >> 32)
+}
+
+/// The common timestamp: 1 to 19 digits up to the end of the line, within
+/// int64. Anything else (a sign, trailing blanks, errors) returns `None`
+/// and takes the general path, which gives the same value or the error.
+#[inline]
+fn fast_timestamp(t: &[u8]) -> Option<i64> {
+    if t.is_empty() || t.len() > 19 {
+        return None;
+    }
+    let mut v: u64 = 0;
+    let mut rest = t;
+    while let Some((chunk, tail)) = rest.split_first_chunk::<8>() {
+        v = v * 100_000_000 + eight_digits(u64::from_le_bytes(*chunk))?;
+        rest = tail;
+    }
+    for &b in rest {
+        let d = b.wrapping_sub(b'0');
+        if d >= 10 {
+            return None;
+        }
+        v = v * 10 + u64::from(d);
+    }
+    i64::try_from(v).ok()
 }
 
 #[inline]
@@ -816,6 +995,10 @@ pub fn parse_line(line: &[u8]) -> Result<OwnedPoint> {
 pub fn parse_body(body: &[u8]) -> Vec<(usize, Result<OwnedPoint>)> {
     lines(body).map(|(n, l)| (n, parse_line(l))).collect()
 }
+
+#[cfg(test)]
+#[path = "lineproto_reference.rs"]
+mod reference;
 
 #[cfg(test)]
 #[path = "lineproto_tests.rs"]

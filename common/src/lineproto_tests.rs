@@ -414,3 +414,304 @@ fn float_fast_path_matches_the_general_parser() {
         "16 digits go the general way"
     );
 }
+
+/// Tiny deterministic generator for the differential tests.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
+        items[self.below(items.len())]
+    }
+}
+
+/// Pieces that exercise every branch of the parsers: escapes, quotes,
+/// non-ASCII text, every value type, edge numbers and broken syntax. The
+/// first `*_VALID` entries of each list are valid on their own, so clean
+/// lines (half of them) mostly parse.
+const NAMES: &[&str] = &[
+    "cpu",
+    "m",
+    "disk\\ free",
+    "a\\,b",
+    "a=b",
+    "ünï",
+    "my\\\\m",
+    "k\\=v",
+    "x\\",
+    "",
+    "#c",
+];
+const NAMES_VALID: usize = 8;
+const TAG_TEXT: &[&str] = &[
+    "host",
+    "a",
+    "eu-west",
+    "v\\ 1",
+    "k\\,2",
+    "k\\=3",
+    "C:\\dir\\file",
+    "\"x\"",
+    "ü✓",
+    "b",
+    "time",
+    "",
+    "=",
+];
+const TAG_TEXT_VALID: usize = 11;
+const FIELD_KEYS: &[&str] = &[
+    "v",
+    "value",
+    "usage_idle",
+    "f\\ 1",
+    "f\\,2",
+    "f\\=3",
+    "ü",
+    "a",
+    "time",
+    "series_id",
+    "",
+    "x\\",
+];
+const FIELD_KEYS_VALID: usize = 8;
+const VALUES: &[&str] = &[
+    "1",
+    "-1.5",
+    "123.456",
+    "+2",
+    "1.",
+    ".5",
+    "-0",
+    "0.000000000000001",
+    "123456789012345",
+    "1234567890123456",
+    "1.23456789012345678",
+    "-1.5e10",
+    "1E-3",
+    "42i",
+    "-42i",
+    "9223372036854775807i",
+    "42u",
+    "t",
+    "TRUE",
+    "False",
+    "\"hello, world = yes\"",
+    "\"say \\\"hi\\\"\"",
+    "\"back\\\\slash\"",
+    "\"ünïcødé ✓\"",
+    "\"\"",
+    "1e400",
+    "1.2.3",
+    "1x",
+    "inf",
+    "nan",
+    "-",
+    ".",
+    "9223372036854775808i",
+    "1.5i",
+    "i",
+    "-1u",
+    "18446744073709551616u",
+    "tru",
+    "yes",
+    "\"open",
+    "\"a\"b",
+    "\"a\\\"",
+    "",
+];
+const VALUES_VALID: usize = 25;
+const TIMESTAMPS: &[&str] = &[
+    "",
+    " 1700000000000000000",
+    " 9223372036854775807",
+    " 12345678",
+    " 1234567",
+    " 123456789",
+    " -5",
+    " 0",
+    " 123  ",
+    " 12\t",
+    "  7",
+    " 9223372036854775808",
+    " 99999999999999999999",
+    " 1.5",
+    " abc",
+    " 1 2",
+    " 1234567a",
+    " 12345678a",
+];
+const TIMESTAMPS_VALID: usize = 11;
+
+fn random_line(rng: &mut Rng) -> Vec<u8> {
+    let clean = rng.below(2) == 0;
+    let pick = |rng: &mut Rng, items: &[&'static str], valid: usize| {
+        if clean {
+            items[rng.below(valid)]
+        } else {
+            rng.pick(items)
+        }
+    };
+    let mut line = std::string::String::new();
+    line.push_str(pick(rng, NAMES, NAMES_VALID));
+    for _ in 0..rng.below(4) {
+        line.push(',');
+        line.push_str(pick(rng, TAG_TEXT, TAG_TEXT_VALID));
+        if clean || rng.below(10) > 0 {
+            line.push('=');
+        }
+        line.push_str(pick(rng, TAG_TEXT, TAG_TEXT_VALID));
+    }
+    line.push_str(if rng.below(8) == 0 { "  " } else { " " });
+    for i in 0..1 + rng.below(4) {
+        if i > 0 {
+            line.push(',');
+        }
+        line.push_str(pick(rng, FIELD_KEYS, FIELD_KEYS_VALID));
+        if clean || rng.below(12) > 0 {
+            line.push('=');
+        }
+        line.push_str(pick(rng, VALUES, VALUES_VALID));
+    }
+    line.push_str(pick(rng, TIMESTAMPS, TIMESTAMPS_VALID));
+    let mut bytes = line.into_bytes();
+    if clean {
+        return bytes;
+    }
+    // Mutations reach what the grammar does not: stray specials, cut lines,
+    // invalid UTF-8.
+    for _ in 0..rng.below(3) {
+        const SPECIAL: &[u8] = b" ,=\\\"\t#0.-iu\xff\xc3";
+        let at = rng.below(bytes.len() + 1);
+        match rng.below(3) {
+            0 => bytes.insert(at, SPECIAL[rng.below(SPECIAL.len())]),
+            1 if at < bytes.len() => {
+                bytes.remove(at);
+            }
+            _ => bytes.truncate(at),
+        }
+    }
+    bytes
+}
+
+/// Debug text compares floats bit for bit (`-0.0` differs from `0.0`).
+fn outcome(r: &Result<OwnedPoint>) -> std::string::String {
+    format!("{r:?}")
+}
+
+#[test]
+fn fast_parser_agrees_with_the_reference_parser() {
+    let mut rng = Rng(2024);
+    let mut accepted = 0;
+    let mut rejected = 0;
+    for _ in 0..200_000 {
+        let line = random_line(&mut rng);
+        let got = parse_line(&line);
+        let want = super::reference::parse_line(&line);
+        assert_eq!(
+            outcome(&got),
+            outcome(&want),
+            "line {:?}",
+            std::string::String::from_utf8_lossy(&line)
+        );
+        match got {
+            Ok(_) => accepted += 1,
+            Err(_) => rejected += 1,
+        }
+    }
+    // The generator must reach both outcomes often, or the test proves little.
+    assert!(
+        accepted > 20_000 && rejected > 20_000,
+        "{accepted} accepted, {rejected} rejected"
+    );
+}
+
+#[test]
+fn plain_decimals_agree_with_the_standard_parser() {
+    let mut rng = Rng(99);
+    for _ in 0..100_000 {
+        let digits = rng.next() % 10u64.pow(1 + rng.below(17) as u32);
+        let s = digits.to_string();
+        let dot = rng.below(s.len() + 2);
+        let mut v = if dot <= s.len() {
+            format!("{}.{}", &s[..dot], &s[dot..])
+        } else {
+            s
+        };
+        match rng.below(3) {
+            0 => v.insert(0, '-'),
+            1 => v.insert(0, '+'),
+            _ => {}
+        }
+        let line = format!("m v={v},w={v} 1");
+        let want: f64 = v.parse().unwrap();
+        let p = parse_line(line.as_bytes()).unwrap();
+        for (_, got) in &p.fields {
+            match got {
+                Float(f) => assert_eq!(f.to_bits(), want.to_bits(), "{v}"),
+                other => panic!("{v} parsed as {other:?}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn line_iteration_agrees_with_the_reference() {
+    let mut rng = Rng(7);
+    const PIECES: &[&str] = &[
+        "cpu v=1", "\n", "\r\n", "\r", " ", "\t", "#c", "", "\n\n", "x",
+    ];
+    for _ in 0..20_000 {
+        let mut body = std::string::String::new();
+        for _ in 0..rng.below(8) {
+            body.push_str(rng.pick(PIECES));
+        }
+        let got: Vec<_> = lines(body.as_bytes()).collect();
+        let want: Vec<_> = super::reference::lines(body.as_bytes()).collect();
+        assert_eq!(got, want, "body {body:?}");
+    }
+}
+
+#[test]
+fn timestamps_on_the_fast_path_match_the_general_path() {
+    for t in [
+        "0",
+        "7",
+        "12345678",
+        "123456789",
+        "1234567812345678",
+        "1700000000000000000",
+        "9223372036854775807",
+    ] {
+        assert_eq!(
+            fast_timestamp(t.as_bytes()),
+            parse_timestamp(t.as_bytes()).ok(),
+            "{t}"
+        );
+    }
+    for t in [
+        "9223372036854775808",
+        "9999999999999999999",
+        "1234567a",
+        "12345678/",
+        ":",
+        "",
+        "-1",
+    ] {
+        assert_eq!(
+            fast_timestamp(t.as_bytes()),
+            None,
+            "{t:?} leaves the fast path"
+        );
+    }
+}
