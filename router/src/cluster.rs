@@ -3,16 +3,18 @@
 //! budgets, and forwarding of shard batches with leader retries.
 
 use crate::batch::ShardBatch;
+use crate::coalesce::{self, Pending};
 use crate::error::{Error, Result};
 use crate::metrics;
 use parking_lot::{Mutex, RwLock};
 use shardhouse_common::proto::node_client::NodeClient;
-use shardhouse_common::proto::{write_response, QueryRequest, WriteRequest};
+use shardhouse_common::proto::{write_response, QueryRequest, TableBatch, WriteRequest};
 use shardhouse_common::shard_map::{keys, ShardMap};
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
-use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tonic::transport::{Channel, Endpoint};
 
@@ -29,7 +31,19 @@ pub struct Cluster {
     shard_budgets: Mutex<HashMap<u32, Arc<Semaphore>>>,
     max_shard_inflight_bytes: usize,
     retry_after: Duration,
+    /// Per-shard write queues (see `coalesce`), created on first use.
+    queues: Mutex<HashMap<u32, mpsc::UnboundedSender<Pending>>>,
+    /// Node.Write calls in flight per shard from this router.
+    max_shard_rpcs: usize,
+    /// Largest coalesced write (a single larger request still goes alone).
+    max_coalesce_bytes: usize,
+    /// Requests waiting in shard queues for a free write slot.
+    queued: Arc<AtomicUsize>,
 }
+
+/// Defaults for [`Cluster::with_write_coalescing`].
+pub const DEFAULT_MAX_SHARD_RPCS: usize = 2;
+pub const DEFAULT_MAX_COALESCE_BYTES: usize = 16 << 20;
 
 impl Cluster {
     pub fn new(
@@ -47,7 +61,20 @@ impl Cluster {
             shard_budgets: Mutex::default(),
             max_shard_inflight_bytes: max_shard_inflight_bytes.min(u32::MAX as usize),
             retry_after,
+            queues: Mutex::default(),
+            max_shard_rpcs: DEFAULT_MAX_SHARD_RPCS,
+            max_coalesce_bytes: DEFAULT_MAX_COALESCE_BYTES,
+            queued: Arc::default(),
         }
+    }
+
+    /// How many writes per shard may be in flight from this router
+    /// (`max_rpcs` >= 1; 1 serializes a shard's writes) and how large a
+    /// coalesced write may grow.
+    pub fn with_write_coalescing(mut self, max_rpcs: usize, max_bytes: usize) -> Cluster {
+        self.max_shard_rpcs = max_rpcs.max(1);
+        self.max_coalesce_bytes = max_bytes.max(1);
+        self
     }
 
     /// Installs a shard map (from etcd, or directly in tests). Older epochs
@@ -186,16 +213,17 @@ impl Cluster {
         Some((next, map.addr_of(next)?.to_owned()))
     }
 
-    /// Writes one batch to its shard leader, following `NotLeader` hints and
-    /// trying other replicas until `deadline`.
-    pub async fn write_batch(
+    /// Writes table batches of one shard as ONE Node.Write (one Raft
+    /// entry) to the shard leader, following `NotLeader` hints and trying
+    /// other replicas until `deadline`.
+    async fn write_tables(
         &self,
-        batch: &ShardBatch,
+        shard: u32,
+        batches: &[&ShardBatch],
         request_id: &str,
         deadline: Instant,
     ) -> Result<()> {
         let _t = metrics::Timer::new(&metrics::FORWARD_SECONDS);
-        let shard = batch.shard;
         let mut map = self.shard_map()?;
         let mut target = self.first_target(&map, shard)?;
         let mut attempt: u32 = 0;
@@ -211,14 +239,7 @@ impl Cluster {
                 });
             }
             attempt += 1;
-            let mut req = tonic::Request::new(WriteRequest {
-                shard,
-                request_id: request_id.to_owned(),
-                measurement: batch.measurement.clone(),
-                points_ipc: batch.points_ipc.to_vec(),
-                series_ipc: batch.series_ipc.to_vec(),
-                shard_map_epoch: map.epoch,
-            });
+            let mut req = tonic::Request::new(write_request(shard, batches, request_id, map.epoch));
             req.set_timeout(deadline - now);
             let answer = match self.node_client(&target.1) {
                 Ok(mut c) => c.write(req).await,
@@ -291,19 +312,22 @@ impl Cluster {
         }
     }
 
-    /// Forwards every batch in parallel; Ok only when all committed.
+    /// Forwards every batch, one coalesced write per shard, all shards in
+    /// parallel; Ok only when all committed.
     pub async fn write_all(
-        &self,
+        self: &Arc<Self>,
         batches: &[ShardBatch],
         request_id: &str,
         deadline: Instant,
     ) -> Result<()> {
-        let results =
-            futures::future::join_all(batches.iter().enumerate().map(|(i, b)| async move {
-                self.write_batch(b, &format!("{request_id}-{i}"), deadline)
-                    .await
-            }))
-            .await;
+        let mut per_shard: BTreeMap<u32, Vec<ShardBatch>> = BTreeMap::new();
+        for b in batches {
+            per_shard.entry(b.shard).or_default().push(b.clone());
+        }
+        let results = futures::future::join_all(per_shard.into_iter().map(|(shard, batches)| {
+            self.submit(shard, batches, format!("{request_id}-{shard}"), deadline)
+        }))
+        .await;
         // Report the most actionable failure: a permanent rejection first,
         // then overload (retry later), then unavailability.
         let mut worst: Option<Error> = None;
@@ -320,6 +344,105 @@ impl Cluster {
             }
         }
         worst.map_or(Ok(()), Err)
+    }
+
+    /// Queues one request's batches for `shard` and waits for the write
+    /// that carries them to commit (or for `deadline`).
+    async fn submit(
+        self: &Arc<Self>,
+        shard: u32,
+        batches: Vec<ShardBatch>,
+        request_id: String,
+        deadline: Instant,
+    ) -> Result<()> {
+        let (done, rx) = oneshot::channel();
+        self.queued.fetch_add(1, Ordering::AcqRel);
+        let pending = Pending {
+            batches,
+            request_id,
+            deadline,
+            done,
+        };
+        if self.queue(shard).send(pending).is_err() {
+            self.queued.fetch_sub(1, Ordering::AcqRel);
+            return Err(Error::Internal(format!(
+                "shard {shard} write queue is closed"
+            )));
+        }
+        match tokio::time::timeout_at(deadline, rx).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => Err(Error::Internal(format!(
+                "shard {shard} writer stopped before answering"
+            ))),
+            Err(_) => Err(Error::Unavailable {
+                shard,
+                reason: "request deadline passed before the shard's write committed".into(),
+            }),
+        }
+    }
+
+    fn queue(self: &Arc<Self>, shard: u32) -> mpsc::UnboundedSender<Pending> {
+        let mut queues = self.queues.lock();
+        if let Some(q) = queues.get(&shard) {
+            if !q.is_closed() {
+                return q.clone();
+            }
+        }
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(drive_shard_queue(
+            Arc::downgrade(self),
+            shard,
+            rx,
+            self.max_shard_rpcs,
+            self.max_coalesce_bytes,
+            self.queued.clone(),
+        ));
+        queues.insert(shard, tx.clone());
+        tx
+    }
+
+    /// Shard requests waiting for a write slot right now (all shards).
+    pub fn queued_requests(&self) -> usize {
+        self.queued.load(Ordering::Acquire)
+    }
+
+    /// Sends one coalesced group and answers each member.
+    async fn write_group(&self, shard: u32, group: Vec<Pending>) {
+        let now = Instant::now();
+        let (live, expired): (Vec<Pending>, Vec<Pending>) =
+            group.into_iter().partition(|p| p.deadline > now);
+        for p in expired {
+            let _ = p.done.send(Err(Error::Unavailable {
+                shard,
+                reason: "request deadline passed while queued for the shard".into(),
+            }));
+        }
+        let Some(deadline) = live.iter().map(|p| p.deadline).max() else {
+            return;
+        };
+        metrics::COALESCED_REQUESTS.observe(live.len() as f64);
+        let refs: Vec<&ShardBatch> = live.iter().flat_map(|p| p.batches.iter()).collect();
+        let id = coalesce::group_request_id(live.iter().map(|p| p.request_id.as_str()));
+        let r = self.write_tables(shard, &refs, &id, deadline).await;
+        match r {
+            Err(Error::Rejected { .. }) if live.len() > 1 => {
+                // One member's batch was refused (e.g. a field type
+                // conflict): send each alone so the others still commit and
+                // only the offender gets the rejection.
+                for p in live {
+                    let refs: Vec<&ShardBatch> = p.batches.iter().collect();
+                    let r = self
+                        .write_tables(shard, &refs, &p.request_id, p.deadline)
+                        .await;
+                    let _ = p.done.send(r);
+                }
+            }
+            r => {
+                for p in live {
+                    let _ = p.done.send(r.as_ref().map(|_| ()).map_err(Error::shared));
+                }
+            }
+        }
     }
 
     /// Runs `sql` on one replica of every shard (leader preferred) and
@@ -429,5 +552,77 @@ fn install(cluster: &Cluster, value: &[u8]) {
         Err(e) => {
             tracing::error!(error = %e, "shard map in etcd is not valid JSON ShardMap; keeping the old one")
         }
+    }
+}
+
+/// Builds the Node.Write for a shard: one table in the classic fields,
+/// several in `tables`.
+fn write_request(
+    shard: u32,
+    batches: &[&ShardBatch],
+    request_id: &str,
+    shard_map_epoch: u64,
+) -> WriteRequest {
+    let mut req = WriteRequest {
+        shard,
+        request_id: request_id.to_owned(),
+        shard_map_epoch,
+        ..WriteRequest::default()
+    };
+    match batches {
+        [one] => {
+            req.measurement = one.measurement.clone();
+            req.points_ipc = one.points_ipc.to_vec();
+            req.series_ipc = one.series_ipc.to_vec();
+        }
+        many => {
+            req.tables = many
+                .iter()
+                .map(|b| TableBatch {
+                    measurement: b.measurement.clone(),
+                    points_ipc: b.points_ipc.to_vec(),
+                    series_ipc: b.series_ipc.to_vec(),
+                })
+                .collect();
+        }
+    }
+    req
+}
+
+/// A shard's queue task: with a free slot (at most `max_rpcs` writes in
+/// flight), takes everything queued that fits in `max_bytes` and sends it
+/// as one write. Ends when the cluster is dropped.
+async fn drive_shard_queue(
+    cluster: Weak<Cluster>,
+    shard: u32,
+    mut rx: mpsc::UnboundedReceiver<Pending>,
+    max_rpcs: usize,
+    max_bytes: usize,
+    queued_gauge: Arc<AtomicUsize>,
+) {
+    let slots = Arc::new(Semaphore::new(max_rpcs));
+    let mut queued: VecDeque<Pending> = VecDeque::new();
+    loop {
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            return;
+        };
+        if queued.is_empty() {
+            match rx.recv().await {
+                Some(p) => queued.push_back(p),
+                None => return,
+            }
+        }
+        while let Ok(p) = rx.try_recv() {
+            queued.push_back(p);
+        }
+        let group = coalesce::take_group(&mut queued, max_bytes, Pending::bytes);
+        queued_gauge.fetch_sub(group.len(), Ordering::AcqRel);
+        let Some(cluster) = cluster.upgrade() else {
+            return;
+        };
+        tokio::spawn(async move {
+            cluster.write_group(shard, group).await;
+            drop(slot);
+        });
     }
 }

@@ -27,6 +27,11 @@ pub struct RouterOptions {
     pub max_inflight_bytes: usize,
     /// In-flight batch bytes per shard (429 beyond it).
     pub max_shard_inflight_bytes: usize,
+    /// Node.Write calls in flight per shard from this router; requests that
+    /// arrive meanwhile are coalesced into the next write (one Raft entry).
+    pub max_shard_rpcs: usize,
+    /// Largest coalesced write in bytes (a larger single request goes alone).
+    pub max_coalesce_bytes: usize,
     /// Series per database (0 = unlimited, not tracked).
     pub max_series_per_db: usize,
     /// Deadline of a write, including retries at new leaders.
@@ -46,6 +51,8 @@ impl Default for RouterOptions {
             max_body_bytes: 64 << 20,
             max_inflight_bytes: 512 << 20,
             max_shard_inflight_bytes: 128 << 20,
+            max_shard_rpcs: crate::cluster::DEFAULT_MAX_SHARD_RPCS,
+            max_coalesce_bytes: crate::cluster::DEFAULT_MAX_COALESCE_BYTES,
             max_series_per_db: 10_000_000,
             request_timeout_ms: 10_000,
             retry_after_secs: 1,
@@ -86,6 +93,10 @@ pub struct Flags {
     pub max_inflight_bytes: Option<usize>,
     #[arg(long, env = "SHARDHOUSE_ROUTER_MAX_SHARD_INFLIGHT_BYTES")]
     pub max_shard_inflight_bytes: Option<usize>,
+    #[arg(long, env = "SHARDHOUSE_ROUTER_MAX_SHARD_RPCS")]
+    pub max_shard_rpcs: Option<usize>,
+    #[arg(long, env = "SHARDHOUSE_ROUTER_MAX_COALESCE_BYTES")]
+    pub max_coalesce_bytes: Option<usize>,
     #[arg(long, env = "SHARDHOUSE_ROUTER_MAX_SERIES_PER_DB")]
     pub max_series_per_db: Option<usize>,
     #[arg(long, env = "SHARDHOUSE_ROUTER_REQUEST_TIMEOUT_MS")]
@@ -123,6 +134,8 @@ impl RouterOptions {
             max_body_bytes,
             max_inflight_bytes,
             max_shard_inflight_bytes,
+            max_shard_rpcs,
+            max_coalesce_bytes,
             max_series_per_db,
             request_timeout_ms
         );
@@ -166,6 +179,14 @@ impl RouterOptions {
         }
         if self.max_shard_inflight_bytes == 0 {
             return Err(Error::Config("max_shard_inflight_bytes must be > 0".into()));
+        }
+        if self.max_shard_rpcs == 0 {
+            return Err(Error::Config(
+                "max_shard_rpcs must be >= 1 (1 sends a shard's writes one at a time)".into(),
+            ));
+        }
+        if self.max_coalesce_bytes == 0 {
+            return Err(Error::Config("max_coalesce_bytes must be > 0".into()));
         }
         if self.request_timeout_ms == 0 {
             return Err(Error::Config("request_timeout_ms must be > 0".into()));

@@ -33,6 +33,30 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// A copy of the error for every request that shared one coalesced
+    /// write (the etcd client's error cannot be cloned; it keeps its text).
+    pub fn shared(&self) -> Error {
+        match self {
+            Error::BodyTooLarge { limit } => Error::BodyTooLarge { limit: *limit },
+            Error::Unauthorized(s) => Error::Unauthorized(s.clone()),
+            Error::Forbidden(s) => Error::Forbidden(s.clone()),
+            Error::BadRequest(s) => Error::BadRequest(s.clone()),
+            Error::Overloaded(s, d) => Error::Overloaded(s.clone(), *d),
+            Error::Unavailable { shard, reason } => Error::Unavailable {
+                shard: *shard,
+                reason: reason.clone(),
+            },
+            Error::NoShardMap(s) => Error::NoShardMap(s.clone()),
+            Error::Rejected { shard, reason } => Error::Rejected {
+                shard: *shard,
+                reason: reason.clone(),
+            },
+            Error::Config(s) => Error::Config(s.clone()),
+            Error::Etcd(e) => Error::Internal(format!("etcd: {e}")),
+            Error::Internal(s) => Error::Internal(s.clone()),
+        }
+    }
+
     /// HTTP status for the error.
     pub fn status(&self) -> http::StatusCode {
         use http::StatusCode as S;

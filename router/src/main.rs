@@ -18,11 +18,14 @@ async fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let options = RouterOptions::load(Flags::parse()).context("loading router options")?;
-    let cluster = Arc::new(Cluster::new(
-        &options.cluster,
-        options.max_shard_inflight_bytes,
-        Duration::from_secs(options.retry_after_secs.max(1)),
-    ));
+    let cluster = Arc::new(
+        Cluster::new(
+            &options.cluster,
+            options.max_shard_inflight_bytes,
+            Duration::from_secs(options.retry_after_secs.max(1)),
+        )
+        .with_write_coalescing(options.max_shard_rpcs, options.max_coalesce_bytes),
+    );
     tokio::spawn(watch_shard_map(
         cluster.clone(),
         options.etcd_endpoints.clone(),

@@ -72,8 +72,15 @@ pub static BATCH_BUILD_SECONDS: LazyLock<Histogram> = LazyLock::new(|| {
 pub static FORWARD_SECONDS: LazyLock<Histogram> = LazyLock::new(|| {
     must!(register_histogram!(
         "shardhouse_router_forward_seconds",
-        "Node.Write of one shard batch, including retries",
+        "Node.Write of one (coalesced) shard write, including retries",
         BUCKETS.to_vec()
+    ))
+});
+pub static COALESCED_REQUESTS: LazyLock<Histogram> = LazyLock::new(|| {
+    must!(register_histogram!(
+        "shardhouse_router_coalesced_requests",
+        "Client requests carried by one Node.Write (per-shard coalescing)",
+        vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0]
     ))
 });
 pub static WRITE_SECONDS: LazyLock<HistogramVec> = LazyLock::new(|| {
@@ -108,6 +115,7 @@ pub fn init() {
     LazyLock::force(&SERIES_HASH_SECONDS);
     LazyLock::force(&BATCH_BUILD_SECONDS);
     LazyLock::force(&FORWARD_SECONDS);
+    LazyLock::force(&COALESCED_REQUESTS);
     LazyLock::force(&WRITE_SECONDS);
     LazyLock::force(&INFLIGHT_BYTES);
     LazyLock::force(&SERIES_CARDINALITY);

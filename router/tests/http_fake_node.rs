@@ -26,12 +26,16 @@ enum Mode {
     Hold(Arc<Notify>),
     Overloaded,
     Rejected(String),
+    /// Reject any write that carries a table of this measurement.
+    RejectMeasurement(String),
 }
 
 #[derive(Default)]
 struct FakeState {
     mode: Mode,
     writes: Vec<WriteRequest>,
+    /// Node.Write calls that committed (a coalesced one counts once).
+    rpcs: usize,
 }
 
 #[derive(Clone, Default)]
@@ -72,11 +76,35 @@ impl Node for FakeNode {
                 reason: "apply queue full".into(),
             })),
             Mode::Rejected(r) => Some(write_response::Result::Rejected(Rejected { reason: r })),
+            Mode::RejectMeasurement(m)
+                if req.measurement == m || req.tables.iter().any(|t| t.measurement == m) =>
+            {
+                Some(write_response::Result::Rejected(Rejected {
+                    reason: format!("field type conflict in measurement {m}"),
+                }))
+            }
+            Mode::RejectMeasurement(_) => None,
         };
         let result = match result {
             Some(r) => r,
             None => {
-                self.state.lock().await.writes.push(req);
+                // A coalesced write is recorded as one write per table, the
+                // shape the tests inspect.
+                let mut st = self.state.lock().await;
+                st.rpcs += 1;
+                if req.tables.is_empty() {
+                    st.writes.push(req);
+                } else {
+                    for t in &req.tables {
+                        st.writes.push(WriteRequest {
+                            measurement: t.measurement.clone(),
+                            points_ipc: t.points_ipc.clone(),
+                            series_ipc: t.series_ipc.clone(),
+                            tables: Vec::new(),
+                            ..req.clone()
+                        });
+                    }
+                }
                 write_response::Result::Committed(Committed { index: 1, term: 1 })
             }
         };
@@ -156,6 +184,7 @@ async fn start_fake_node() -> (FakeNode, String) {
 
 struct Harness {
     router: RunningRouter,
+    cluster: Arc<Cluster>,
     nodes: Vec<FakeNode>,
     addrs: Vec<String>,
     client: reqwest::Client,
@@ -208,15 +237,21 @@ async fn harness(nodes: usize, shards: u32, tweak: impl FnOnce(&mut RouterOption
     };
     tweak(&mut opts);
     opts.validate().unwrap();
-    let cluster = Arc::new(Cluster::new(
-        "test",
-        opts.max_shard_inflight_bytes,
-        Duration::from_secs(1),
-    ));
+    let cluster = Arc::new(
+        Cluster::new(
+            "test",
+            opts.max_shard_inflight_bytes,
+            Duration::from_secs(1),
+        )
+        .with_write_coalescing(opts.max_shard_rpcs, opts.max_coalesce_bytes),
+    );
     cluster.set_shard_map(ShardMap::initial(shards, 1, infos));
-    let router = shardhouse_router::start(opts, cluster).await.unwrap();
+    let router = shardhouse_router::start(opts, cluster.clone())
+        .await
+        .unwrap();
     Harness {
         router,
+        cluster,
         nodes: fakes,
         addrs,
         client: reqwest::Client::new(),
@@ -491,6 +526,102 @@ async fn not_leader_is_retried_at_the_hint_and_node_verdicts_map_to_status() {
     assert!(
         v["message"].as_str().unwrap().contains("field v is float"),
         "{v}"
+    );
+}
+
+/// Holds the first write of a one-shard cluster at the node, queues three
+/// more requests behind it (one write slot), and returns them unfinished.
+async fn queue_three_behind_a_held_write(
+    h: &Arc<Harness>,
+    bodies: [&'static str; 3],
+) -> (Arc<Notify>, Vec<tokio::task::JoinHandle<reqwest::Response>>) {
+    let hold = Arc::new(Notify::new());
+    h.nodes[0].set_mode(Mode::Hold(hold.clone())).await;
+    let arrived = h.nodes[0].arrived.notified();
+    let first = {
+        let h = h.clone();
+        tokio::spawn(async move { h.post("/write?db=d", "cpu,host=a v=1 1\n").await })
+    };
+    arrived.await;
+    let mut pending = vec![first];
+    for body in bodies {
+        let h = h.clone();
+        pending.push(tokio::spawn(
+            async move { h.post("/write?db=d", body).await },
+        ));
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while h.cluster.queued_requests() < 3 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "requests never queued behind the held write ({} queued)",
+            h.cluster.queued_requests()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    (hold, pending)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_requests_for_a_shard_share_one_node_write() {
+    let h = Arc::new(harness(1, 1, |o| o.max_shard_rpcs = 1).await);
+    let (hold, pending) = queue_three_behind_a_held_write(
+        &h,
+        [
+            "cpu,host=b v=2 2\n",
+            "mem,host=b used=3i 3\n",
+            "cpu,host=c v=4 4\n",
+        ],
+    )
+    .await;
+    h.nodes[0].set_mode(Mode::Commit).await;
+    hold.notify_one();
+    for p in pending {
+        assert_eq!(p.await.unwrap().status(), 204);
+    }
+    let st = h.nodes[0].state.lock().await;
+    assert_eq!(
+        st.rpcs, 2,
+        "the held write, then the three queued ones together"
+    );
+    let last = st.writes.last().unwrap();
+    assert_eq!(
+        last.request_id.split(',').count(),
+        3,
+        "a coalesced write names its requests: {}",
+        last.request_id
+    );
+    drop(st);
+    assert_eq!(h.total_rows().await, 4, "every point committed once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejected_coalesced_write_fails_only_the_offending_request() {
+    let h = Arc::new(harness(1, 1, |o| o.max_shard_rpcs = 1).await);
+    let (hold, pending) = queue_three_behind_a_held_write(
+        &h,
+        [
+            "cpu,host=b v=2 2\n",
+            "bad,host=b v=3 3\n",
+            "cpu,host=c v=4 4\n",
+        ],
+    )
+    .await;
+    h.nodes[0]
+        .set_mode(Mode::RejectMeasurement("bad".into()))
+        .await;
+    hold.notify_one();
+    let mut statuses = Vec::new();
+    for p in pending {
+        statuses.push(p.await.unwrap().status().as_u16());
+    }
+    assert_eq!(statuses, vec![204, 204, 400, 204]);
+    let writes = h.nodes[0].writes().await;
+    assert!(writes.iter().all(|w| w.measurement != "bad"));
+    assert_eq!(
+        h.total_rows().await,
+        3,
+        "the good requests' points committed"
     );
 }
 

@@ -105,6 +105,16 @@ fn open_database(chdb_dir: &Path, data_dir: &Path) -> Result<ManagedDatabase> {
     Ok(db)
 }
 
+/// One table's part of a committed entry, as the router encoded it.
+#[derive(Debug, Clone, Copy)]
+pub struct TableBatchRef<'a> {
+    pub measurement: &'a str,
+    /// Arrow IPC stream of points (time, series_id, fields...).
+    pub points_ipc: &'a [u8],
+    /// Arrow IPC stream of the series in the batch (may be empty).
+    pub series_ipc: &'a [u8],
+}
+
 /// Rows of one measurement waiting for a flush.
 #[derive(Default)]
 struct TableBuf {
@@ -273,9 +283,10 @@ impl Engine {
         Ok(())
     }
 
-    /// Applies a committed Raft entry: decodes its Arrow IPC stream bytes and
-    /// buffers the rows for the flusher. Entries at or below the shard's
-    /// applied index are skipped (WAL replay after a restart).
+    /// Applies a committed Raft entry that carries one table's batch: decodes
+    /// its Arrow IPC stream bytes and buffers the rows for the flusher.
+    /// Entries at or below the shard's applied index are skipped (WAL replay
+    /// after a restart).
     pub fn apply(
         &self,
         shard: u32,
@@ -284,8 +295,22 @@ impl Engine {
         points_ipc: &[u8],
         series_ipc: &[u8],
     ) -> Result<()> {
-        self.inner
-            .apply(shard, index, measurement, points_ipc, series_ipc)
+        self.apply_tables(
+            shard,
+            index,
+            &[TableBatchRef {
+                measurement,
+                points_ipc,
+                series_ipc,
+            }],
+        )
+    }
+
+    /// Applies a committed Raft entry carrying any number of table batches
+    /// (a router coalesces concurrent requests for one shard into one entry).
+    /// All of them are buffered under one index, or none if one is invalid.
+    pub fn apply_tables(&self, shard: u32, index: u64, tables: &[TableBatchRef<'_>]) -> Result<()> {
+        self.inner.apply(shard, index, tables)
     }
 
     /// Highest Raft index whose rows are durably in chDB for this shard (0 if none).
@@ -540,40 +565,38 @@ impl Inner {
         }
     }
 
-    fn apply(
-        &self,
-        shard: u32,
-        index: u64,
-        measurement: &str,
-        points_ipc: &[u8],
-        series_ipc: &[u8],
-    ) -> Result<()> {
+    fn apply(&self, shard: u32, index: u64, tables: &[TableBatchRef<'_>]) -> Result<()> {
         let st = self.shard_state(shard);
         if index <= st.applied.load(Ordering::Acquire) {
             return Ok(());
         }
-        let (schema, batches) = ipc::decode_stream(points_ipc)?;
-        let mut normalized = Vec::with_capacity(batches.len());
-        let mut rows = 0;
-        if let Some(schema) = schema {
-            layout::validate_measurement(measurement)?;
-            let offered = layout::batch_fields(measurement, &schema)?;
-            let fields = self.resolve_apply_types(measurement, &offered);
-            let target = ipc::points_schema(&fields);
-            for b in &batches {
-                if b.num_rows() > 0 {
-                    rows += b.num_rows();
-                    normalized.push(align(b, &target)?);
+        // Decode everything first: an entry is buffered whole or not at all.
+        let series_schema = ipc::series_schema();
+        let mut decoded: Vec<(&str, Vec<RecordBatch>, usize)> = Vec::with_capacity(tables.len());
+        let mut series = Vec::new();
+        for t in tables {
+            let (schema, batches) = ipc::decode_stream(t.points_ipc)?;
+            let mut normalized = Vec::with_capacity(batches.len());
+            let mut rows = 0;
+            if let Some(schema) = schema {
+                layout::validate_measurement(t.measurement)?;
+                let offered = layout::batch_fields(t.measurement, &schema)?;
+                let fields = self.resolve_apply_types(t.measurement, &offered);
+                let target = ipc::points_schema(&fields);
+                for b in &batches {
+                    if b.num_rows() > 0 {
+                        rows += b.num_rows();
+                        normalized.push(align(b, &target)?);
+                    }
                 }
             }
+            let (_, s) = ipc::decode_stream(t.series_ipc)?;
+            for b in s.iter().filter(|b| b.num_rows() > 0) {
+                series.push(align(b, &series_schema)?);
+            }
+            decoded.push((t.measurement, normalized, rows));
         }
-        let (_, series) = ipc::decode_stream(series_ipc)?;
-        let series_schema = ipc::series_schema();
-        let series: Vec<RecordBatch> = series
-            .iter()
-            .filter(|b| b.num_rows() > 0)
-            .map(|b| align(b, &series_schema))
-            .collect::<Result<_>>()?;
+        let rows: usize = decoded.iter().map(|d| d.2).sum();
 
         let table_rows = {
             let mut buf = st.buf.lock();
@@ -586,14 +609,17 @@ impl Inner {
             buf.oldest.get_or_insert_with(Instant::now);
             buf.series.extend(series);
             buf.rows += rows;
-            if rows == 0 {
-                0
-            } else {
+            let mut largest = 0;
+            for (measurement, normalized, n) in decoded {
+                if n == 0 {
+                    continue;
+                }
                 let tb = buf.tables.entry(measurement.to_string()).or_default();
                 tb.batches.extend(normalized);
-                tb.rows += rows;
-                tb.rows
+                tb.rows += n;
+                largest = largest.max(tb.rows);
             }
+            largest
         };
         metrics::PENDING_ROWS.add(rows as i64);
         if table_rows >= self.cfg.flush_max_rows.saturating_mul(4) {

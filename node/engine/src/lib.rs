@@ -18,7 +18,7 @@ pub mod metrics;
 pub mod pool;
 pub mod snapshot;
 
-pub use engine::{Engine, EngineConfig};
+pub use engine::{Engine, EngineConfig, TableBatchRef};
 pub use error::{EngineError, Result};
 pub use ipc::{encode_points, encode_series, FieldValue, PointRow};
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 use arrow_schema::{DataType, Field, Schema, TimeUnit};
 use common::{chdb_dir, col_strings, scalar};
 use shardhouse_engine::testdata::{encode_points, encode_series, FieldValue, PointRow};
-use shardhouse_engine::{Engine, EngineConfig, EngineError};
+use shardhouse_engine::{Engine, EngineConfig, EngineError, TableBatchRef};
 
 fn engine() -> &'static Engine {
     static ENGINE: OnceLock<Engine> = OnceLock::new();
@@ -432,4 +432,61 @@ fn background_flusher_flushes_by_age_and_size() {
     }
     assert_eq!(count_final(e, shard, "cpu"), 1);
     let _ = Arc::new(());
+}
+
+#[test]
+fn one_entry_carries_several_tables_all_or_nothing() {
+    let e = engine();
+    let shard = 9;
+    let cpu = points(&[PointRow::new(1, 100).field("v", f(1.0))]);
+    let mem = encode_points(
+        "mem",
+        &[
+            PointRow::new(2, 100).field("used", f(2.0)),
+            PointRow::new(2, 200).field("used", f(3.0)),
+        ],
+    )
+    .expect("encode points");
+    e.apply_tables(
+        shard,
+        1,
+        &[
+            TableBatchRef {
+                measurement: "cpu",
+                points_ipc: &cpu,
+                series_ipc: &[],
+            },
+            TableBatchRef {
+                measurement: "mem",
+                points_ipc: &mem,
+                series_ipc: &[],
+            },
+        ],
+    )
+    .unwrap();
+    // One bad table fails the whole entry: its good table is not buffered.
+    let more_cpu = points(&[PointRow::new(3, 100).field("v", f(9.0))]);
+    let err = e
+        .apply_tables(
+            shard,
+            2,
+            &[
+                TableBatchRef {
+                    measurement: "cpu",
+                    points_ipc: &more_cpu,
+                    series_ipc: &[],
+                },
+                TableBatchRef {
+                    measurement: "mem",
+                    points_ipc: b"not an arrow stream",
+                    series_ipc: &[],
+                },
+            ],
+        )
+        .expect_err("an undecodable table fails the entry");
+    assert!(!err.to_string().is_empty());
+    e.flush_all().unwrap();
+    assert_eq!(count_final(e, shard, "cpu"), 1);
+    assert_eq!(count_final(e, shard, "mem"), 2);
+    assert_eq!(e.flushed_index(shard), 1);
 }

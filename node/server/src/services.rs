@@ -10,7 +10,7 @@ use shardhouse_common::proto::{
     self, admin_client::AdminClient, write_response::Result as WriteResult, AdminReply,
     ChangeReplicaRequest, CreateReplicaRequest, Overloaded, Peer, QueryRequest, QueryResponse,
     RaftBatch, RaftDone, Rejected, ShardStatesReply, ShardStatesRequest, ShardUnavailable,
-    SnapshotChunk, TransferLeaderRequest, WalEntry, WriteRequest, WriteResponse,
+    SnapshotChunk, TableBatch, TransferLeaderRequest, WalEntry, WriteRequest, WriteResponse,
 };
 use shardhouse_wal::{Role, ShardStatus, WalError};
 use std::sync::Arc;
@@ -44,25 +44,42 @@ impl NodeService {
                 ),
             });
         }
-        let schema = match arrow_ipc::reader::StreamReader::try_new(
-            std::io::Cursor::new(&req.points_ipc[..]),
-            None,
-        ) {
-            Ok(reader) => reader.schema(),
-            Err(e) => {
-                return WriteResult::Rejected(Rejected {
-                    reason: format!("points_ipc is not an Arrow IPC stream: {e}"),
-                })
-            }
-        };
-        // admit() may take the engine's schema lock; keep it off the async workers' hot loop.
-        let admitted = tokio::task::block_in_place(|| ctx.engine.admit(&req.measurement, &schema));
-        if let Err(e) = admitted {
-            return WriteResult::Rejected(Rejected {
-                reason: e.to_string(),
+        let mut tables = req.tables;
+        if !req.points_ipc.is_empty() || tables.is_empty() {
+            tables.push(TableBatch {
+                measurement: req.measurement,
+                points_ipc: req.points_ipc,
+                series_ipc: req.series_ipc,
             });
         }
-        let size = req.points_ipc.len() + req.series_ipc.len();
+        for t in &tables {
+            let schema = match arrow_ipc::reader::StreamReader::try_new(
+                std::io::Cursor::new(&t.points_ipc[..]),
+                None,
+            ) {
+                Ok(reader) => reader.schema(),
+                Err(e) => {
+                    return WriteResult::Rejected(Rejected {
+                        reason: format!(
+                            "points_ipc of measurement {:?} is not an Arrow IPC stream: {e}",
+                            t.measurement
+                        ),
+                    })
+                }
+            };
+            // admit() may take the engine's schema lock; keep it off the async workers' hot loop.
+            let admitted =
+                tokio::task::block_in_place(|| ctx.engine.admit(&t.measurement, &schema));
+            if let Err(e) = admitted {
+                return WriteResult::Rejected(Rejected {
+                    reason: e.to_string(),
+                });
+            }
+        }
+        let size: usize = tables
+            .iter()
+            .map(|t| t.points_ipc.len() + t.series_ipc.len())
+            .sum();
         let Some(_permit) = ctx.admission.try_admit(size) else {
             return WriteResult::Overloaded(Overloaded {
                 retry_after_ms: ctx.admission.retry_after_ms(),
@@ -73,11 +90,23 @@ impl NodeService {
                 ),
             });
         };
-        let entry = WalEntry {
-            request_id: req.request_id,
-            measurement: req.measurement,
-            points_ipc: req.points_ipc,
-            series_ipc: req.series_ipc,
+        // One table travels in the classic fields (readable by every
+        // version); several in `tables`.
+        let entry = if tables.len() == 1 {
+            let t = tables.pop().expect("one table");
+            WalEntry {
+                request_id: req.request_id,
+                measurement: t.measurement,
+                points_ipc: t.points_ipc,
+                series_ipc: t.series_ipc,
+                tables: Vec::new(),
+            }
+        } else {
+            WalEntry {
+                request_id: req.request_id,
+                tables,
+                ..WalEntry::default()
+            }
         }
         .encode_to_vec();
         match ctx.wal.propose(shard, entry).await {

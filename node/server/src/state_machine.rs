@@ -3,7 +3,7 @@
 
 use prost::Message as _;
 use shardhouse_common::proto::WalEntry;
-use shardhouse_engine::Engine;
+use shardhouse_engine::{Engine, TableBatchRef};
 use shardhouse_wal::{ShardId, StateMachine};
 use std::sync::Arc;
 
@@ -25,17 +25,27 @@ impl StateMachine for EngineStateMachine {
         }
         let entry = WalEntry::decode(data)
             .map_err(|e| format!("shard {shard} index {index}: bad WalEntry: {e}"))?;
-        if entry.points_ipc.is_empty() {
+        let mut tables: Vec<TableBatchRef<'_>> = entry
+            .tables
+            .iter()
+            .map(|t| TableBatchRef {
+                measurement: &t.measurement,
+                points_ipc: &t.points_ipc,
+                series_ipc: &t.series_ipc,
+            })
+            .collect();
+        if !entry.points_ipc.is_empty() {
+            tables.push(TableBatchRef {
+                measurement: &entry.measurement,
+                points_ipc: &entry.points_ipc,
+                series_ipc: &entry.series_ipc,
+            });
+        }
+        if tables.is_empty() {
             return Ok(());
         }
         self.engine
-            .apply(
-                shard,
-                index,
-                &entry.measurement,
-                &entry.points_ipc,
-                &entry.series_ipc,
-            )
+            .apply_tables(shard, index, &tables)
             .map_err(|e| format!("shard {shard} index {index}: {e}"))
     }
 

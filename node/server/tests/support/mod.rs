@@ -500,6 +500,7 @@ impl Router {
                 points_ipc: points_ipc.clone(),
                 series_ipc: vec![],
                 shard_map_epoch: 0,
+                tables: Vec::new(),
             };
             match client.write(req).await.map(|r| r.into_inner().result) {
                 Ok(Some(WriteResult::Committed(_))) => {

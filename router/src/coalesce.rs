@@ -1,0 +1,104 @@
+//! Per-shard write coalescing.
+//!
+//! Every client request fans out into one piece per shard it touches. Sent
+//! one by one, N concurrent requests become N Node.Write calls and N Raft
+//! entries per shard, each paying a gRPC round trip, a proposal, an fsync
+//! turn and an apply. Instead each shard has a queue: at most
+//! `max_rpcs` writes to the shard are in flight from this router, and
+//! whatever queued up while they were in flight leaves together as one
+//! write (one Raft entry). An idle shard sends at once (no added wait); a
+//! busy shard batches more, which is exactly when batching pays.
+//!
+//! The grouping decision ([`take_group`]) is a pure function over the queue
+//! so it is unit tested; the queue task and the RPC live in `cluster.rs`.
+
+use crate::batch::ShardBatch;
+use crate::error::Result;
+use std::collections::VecDeque;
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+/// One request's share of a shard: its table batches and where to answer.
+pub struct Pending {
+    pub batches: Vec<ShardBatch>,
+    pub request_id: String,
+    pub deadline: Instant,
+    pub done: oneshot::Sender<Result<()>>,
+}
+
+impl Pending {
+    pub fn bytes(&self) -> usize {
+        self.batches
+            .iter()
+            .map(|b| b.points_ipc.len() + b.series_ipc.len())
+            .sum()
+    }
+}
+
+/// Takes requests from the front of `queue` for one write: always the
+/// first, then more while the group stays within `max_bytes` (a request
+/// that would overflow it waits for the next write, keeping order).
+pub fn take_group<T>(
+    queue: &mut VecDeque<T>,
+    max_bytes: usize,
+    bytes_of: impl Fn(&T) -> usize,
+) -> Vec<T> {
+    let mut group = Vec::new();
+    let mut bytes = 0usize;
+    while let Some(next) = queue.front() {
+        let b = bytes_of(next);
+        if !group.is_empty() && bytes + b > max_bytes {
+            break;
+        }
+        bytes += b;
+        group.push(queue.pop_front().expect("front exists"));
+    }
+    group
+}
+
+/// The request id of a coalesced write: the members' ids, so a Raft entry
+/// can still be tied to the client requests in it.
+pub fn group_request_id<'a>(ids: impl Iterator<Item = &'a str>) -> String {
+    let mut out = String::new();
+    for id in ids {
+        if !out.is_empty() {
+            out.push(',');
+        }
+        out.push_str(id);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn takes_everything_that_fits() {
+        let mut q: VecDeque<usize> = [10, 20, 30].into();
+        assert_eq!(take_group(&mut q, 100, |x| *x), vec![10, 20, 30]);
+        assert!(q.is_empty());
+    }
+
+    #[test]
+    fn stops_before_overflow_and_keeps_order() {
+        let mut q: VecDeque<usize> = [40, 40, 40, 5].into();
+        assert_eq!(take_group(&mut q, 100, |x| *x), vec![40, 40]);
+        assert_eq!(q, VecDeque::from([40, 5]));
+        assert_eq!(take_group(&mut q, 100, |x| *x), vec![40, 5]);
+    }
+
+    #[test]
+    fn an_oversized_request_still_goes_alone() {
+        let mut q: VecDeque<usize> = [500, 1].into();
+        assert_eq!(take_group(&mut q, 100, |x| *x), vec![500]);
+        assert_eq!(take_group(&mut q, 100, |x| *x), vec![1]);
+        assert!(take_group(&mut q, 100, |x| *x).is_empty());
+    }
+
+    #[test]
+    fn request_ids_are_joined() {
+        assert_eq!(group_request_id(["a-1", "b-2"].into_iter()), "a-1,b-2");
+        assert_eq!(group_request_id(["a-1"].into_iter()), "a-1");
+    }
+}
