@@ -347,7 +347,16 @@ impl Engine {
     /// Runs a read-only statement against one shard's database: unqualified
     /// table names resolve to that shard's tables. Fact tables keep rewritten
     /// points until merges collapse them; use `FINAL` to read one row per point.
+    /// Runs `sql` in the shard's database. Rows applied but not flushed yet
+    /// are flushed first, so a query sees every acknowledged write
+    /// (read-your-writes for tests and operators, whatever the flush age).
     pub fn query(&self, shard: u32, sql: &str) -> Result<Vec<RecordBatch>> {
+        let st = self.inner.shards.read().get(&shard).cloned();
+        if let Some(st) = st {
+            if !st.buf.lock().is_empty() {
+                self.inner.flush_shard(&st)?;
+            }
+        }
         let db = layout::shard_db(shard);
         let mut conn = self.inner.pool.get();
         conn.execute(&format!("USE {}", layout::ident(&db)))?;

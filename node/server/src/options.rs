@@ -60,7 +60,7 @@ impl Default for NodeOptions {
             max_inflight_bytes: 512 << 20,
             max_inflight_bytes_per_shard: 64 << 20,
             flush_max_rows: 1_000_000,
-            flush_max_age_ms: 1_000,
+            flush_max_age_ms: 5_000,
             raft_tick_ms: 100,
             raft_election_ticks: 10,
             raft_heartbeat_ticks: 3,
