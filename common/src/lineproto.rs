@@ -716,6 +716,144 @@ fn scan_plain_decimal(input: &[u8], start: usize) -> Option<(f64, usize)> {
     Some((if neg { -f } else { f }, i))
 }
 
+/// Byte equality for short strings (keys), inlined: comparing a field key
+/// through a `memcmp` call costs more than the comparison itself.
+#[inline(always)]
+pub fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut a8 = a.chunks_exact(8);
+    let mut b8 = b.chunks_exact(8);
+    for (x, y) in (&mut a8).zip(&mut b8) {
+        if x != y {
+            return false;
+        }
+    }
+    a8.remainder() == b8.remainder()
+}
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGHS: u64 = 0x8080_8080_8080_8080;
+
+/// Eight bytes of `input` from `at` as a little-endian word (first byte
+/// lowest), if there are eight.
+#[inline(always)]
+fn word_at(input: &[u8], at: usize) -> Option<u64> {
+    let bytes = input.get(at..at.checked_add(8)?)?;
+    Some(u64::from_le_bytes(bytes.try_into().ok()?))
+}
+
+/// Marks (0x80) the bytes of `word` equal to `b`. Only the lowest mark is
+/// exact (borrows can mark bytes above a match), which is all the callers
+/// use: they want the first match.
+#[inline(always)]
+fn match_byte(word: u64, b: u8) -> u64 {
+    let x = word ^ (ONES * u64::from(b));
+    x.wrapping_sub(ONES) & !x & HIGHS
+}
+
+/// Index of the first byte at or after `i` that ends or escapes a field
+/// key (`=`, `,`, space, `\`), or `input.len()`. Eight bytes per step: keys
+/// are usually 4 to 16 bytes, and a byte loop pays a mispredicted exit
+/// per key.
+#[inline(always)]
+fn skip_key_bytes(input: &[u8], mut i: usize) -> usize {
+    while let Some(w) = word_at(input, i) {
+        let m =
+            match_byte(w, b'=') | match_byte(w, b',') | match_byte(w, b' ') | match_byte(w, b'\\');
+        if m != 0 {
+            return i + (m.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while i < input.len() && !FIELD_KEY_STOP[input[i] as usize] {
+        i += 1;
+    }
+    i
+}
+
+/// Marks (non-zero high nibble) the bytes of `word` that are not ASCII
+/// digits. Exact for every byte (no carries cross bytes).
+#[inline(always)]
+fn non_digits(word: u64) -> u64 {
+    let a = word ^ 0x3030_3030_3030_3030;
+    let high = a & 0xF0F0_F0F0_F0F0_F0F0;
+    let low = ((a & 0x0F0F_0F0F_0F0F_0F0F) + 0x0606_0606_0606_0606) & 0xF0F0_F0F0_F0F0_F0F0;
+    high | low
+}
+
+/// Value of the first `k` (1 to 7) bytes of `word`, all ASCII digits.
+#[inline(always)]
+fn leading_digits_value(word: u64, k: usize) -> u64 {
+    // Move the k digits to the top and fill the bottom with '0's, making
+    // eight digits with the same value.
+    let shift = 8 * (8 - k) as u32;
+    let eight = (word << shift) | (0x3030_3030_3030_3030u64 >> (64 - shift));
+    eight_digits_value(eight)
+}
+
+/// Powers of ten as integers, for joining integer and fraction digits.
+const POW10_U64: [u64; 8] = [1, 10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000];
+
+/// [`scan_plain_decimal`] for the usual short value (at most 7 integer and
+/// 7 fraction digits with 8 readable bytes after each part), a word at a
+/// time and without a loop, so a value's length costs no mispredicted
+/// branch. Returns `None` whenever it is not sure, and the caller then
+/// runs [`scan_plain_decimal`]; both compute `mantissa / 10^scale` from the
+/// same digits, so the results are identical.
+#[inline(always)]
+fn scan_short_decimal(input: &[u8], start: usize) -> Option<(f64, usize)> {
+    let mut i = start;
+    let neg = match input.get(i) {
+        Some(b'-') => {
+            i += 1;
+            true
+        }
+        Some(b'+') => {
+            i += 1;
+            false
+        }
+        _ => false,
+    };
+    let w = word_at(input, i)?;
+    let int_len = (non_digits(w).trailing_zeros() / 8) as usize;
+    if int_len == 8 {
+        return None;
+    }
+    let int_part = if int_len == 0 {
+        0
+    } else {
+        leading_digits_value(w, int_len)
+    };
+    let mut end = i + int_len;
+    let (mantissa, n_digits, scale) = if input[end] == b'.' {
+        let w = word_at(input, end + 1)?;
+        let frac_len = (non_digits(w).trailing_zeros() / 8) as usize;
+        if frac_len == 8 {
+            return None;
+        }
+        let frac = if frac_len == 0 {
+            0
+        } else {
+            leading_digits_value(w, frac_len)
+        };
+        end += 1 + frac_len;
+        (
+            int_part * POW10_U64[frac_len] + frac,
+            int_len + frac_len,
+            frac_len,
+        )
+    } else {
+        (int_part, int_len, 0)
+    };
+    if n_digits == 0 || !matches!(input.get(end), None | Some(b',' | b' ')) {
+        return None;
+    }
+    let f = mantissa as f64 / POW10[scale];
+    Some((if neg { -f } else { f }, end))
+}
+
 impl FieldParser {
     /// Parses `rest` (the part after the series, from [`split_series`]):
     /// `field=value[,field=value...][ timestamp]`. `rest` must be UTF-8.
@@ -736,9 +874,7 @@ impl FieldParser {
             let mut i = pos;
             let mut k_esc = false;
             let eq = loop {
-                while i < n && !FIELD_KEY_STOP[input[i] as usize] {
-                    i += 1;
-                }
+                i = skip_key_bytes(input, i);
                 if i >= n {
                     break None;
                 }
@@ -790,7 +926,9 @@ impl FieldParser {
                 };
                 let text = text_of(&mut self.scratch, input, s_start, close, esc, b"\"\\");
                 (RawValue::String(text), close + 1)
-            } else if let Some((f, end)) = scan_plain_decimal(input, v_start) {
+            } else if let Some((f, end)) =
+                scan_short_decimal(input, v_start).or_else(|| scan_plain_decimal(input, v_start))
+            {
                 (RawValue::Float(f), end)
             } else {
                 let mut i = v_start;
@@ -814,7 +952,7 @@ impl FieldParser {
                 if self
                     .fields
                     .iter()
-                    .any(|(t, _)| t.get(input, &self.scratch) == k)
+                    .any(|(t, _)| same_bytes(t.get(input, &self.scratch), k))
                 {
                     return Err(LineProtocolError::DuplicateField(lossy(k)));
                 }
@@ -881,17 +1019,21 @@ fn is_reserved_field_key(k: &[u8]) -> bool {
 /// used by fast float parsers).
 #[inline(always)]
 fn eight_digits(word: u64) -> Option<u64> {
-    let digits = word.wrapping_sub(0x3030_3030_3030_3030);
-    let not_digit = (word & 0xF0F0_F0F0_F0F0_F0F0)
-        | ((word.wrapping_add(0x0606_0606_0606_0606) & 0xF0F0_F0F0_F0F0_F0F0) >> 4);
-    if not_digit != 0x3333_3333_3333_3333 {
+    if non_digits(word) != 0 {
         return None;
     }
+    Some(eight_digits_value(word))
+}
+
+/// Value of 8 ASCII digits read as a little-endian word.
+#[inline(always)]
+fn eight_digits_value(word: u64) -> u64 {
+    let digits = word.wrapping_sub(0x3030_3030_3030_3030);
     // The first digit is the lowest byte: fold pairs, then quads, then halves.
     let v = digits.wrapping_mul(10).wrapping_add(digits >> 8);
     let lo = (v & 0x0000_00FF_0000_00FF).wrapping_mul(100 + (1_000_000 << 32));
     let hi = ((v >> 16) & 0x0000_00FF_0000_00FF).wrapping_mul(1 + (10_000 << 32));
-    Some(lo.wrapping_add(hi) >> 32)
+    lo.wrapping_add(hi) >> 32
 }
 
 /// The common timestamp: 1 to 19 digits up to the end of the line, within

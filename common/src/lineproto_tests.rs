@@ -715,3 +715,59 @@ fn timestamps_on_the_fast_path_match_the_general_path() {
         );
     }
 }
+
+#[test]
+fn word_digit_test_is_exact_for_every_byte() {
+    for b in 0..=255u8 {
+        for pos in 0..8 {
+            let mut bytes = *b"01234567";
+            bytes[pos] = b;
+            let marks = non_digits(u64::from_le_bytes(bytes));
+            let marked = (marks >> (8 * pos)) & 0xFF != 0;
+            assert_eq!(marked, !b.is_ascii_digit(), "byte {b:#x} at {pos}");
+            assert_eq!(marks & !(0xFF << (8 * pos)), 0, "only byte {pos} is marked");
+        }
+    }
+}
+
+#[test]
+fn key_scan_finds_the_first_stop_byte() {
+    let mut rng = Rng(5);
+    const BYTES: &[u8] = b"ab_=, \\\xc3\xbc\x7f\x80\xff9";
+    for _ in 0..50_000 {
+        let len = rng.below(24);
+        let input: Vec<u8> = (0..len).map(|_| BYTES[rng.below(BYTES.len())]).collect();
+        let start = rng.below(len + 1);
+        let want = (start..len)
+            .find(|&i| FIELD_KEY_STOP[input[i] as usize])
+            .unwrap_or(len);
+        assert_eq!(
+            skip_key_bytes(&input, start),
+            want,
+            "{input:?} from {start}"
+        );
+    }
+}
+
+#[test]
+fn word_decimal_scan_agrees_with_the_byte_scan() {
+    let mut rng = Rng(11);
+    const BYTES: &[u8] = b"0123456789012345678901234567890123456789..-+, ie";
+    let mut fast = 0;
+    for _ in 0..300_000 {
+        let len = rng.below(20);
+        let input: Vec<u8> = (0..len).map(|_| BYTES[rng.below(BYTES.len())]).collect();
+        let start = rng.below(len + 1);
+        if let Some((f, end)) = scan_short_decimal(&input, start) {
+            fast += 1;
+            let (g, end2) = scan_plain_decimal(&input, start)
+                .unwrap_or_else(|| panic!("{input:?} from {start}: byte scan refuses"));
+            assert_eq!(
+                (f.to_bits(), end),
+                (g.to_bits(), end2),
+                "{input:?} from {start}"
+            );
+        }
+    }
+    assert!(fast > 10_000, "the word scan took only {fast} values");
+}

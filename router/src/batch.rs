@@ -18,7 +18,8 @@ use arrow_buffer::{BooleanBufferBuilder, Buffer, NullBufferBuilder, OffsetBuffer
 use arrow_schema::{DataType, Field, Schema, TimeUnit};
 use bytes::Bytes;
 use shardhouse_common::lineproto::{
-    self, FieldParser, FieldType, FieldValue, LineProtocolError, Precision, SeriesParser,
+    self, same_bytes, FieldParser, FieldType, FieldValue, LineProtocolError, Precision,
+    SeriesParser,
 };
 use shardhouse_common::series::series_id_of_key;
 use shardhouse_common::shard::jump_hash;
@@ -101,6 +102,7 @@ enum ColumnData {
 
 struct FieldColumn {
     name: Box<[u8]>,
+    ty: FieldType,
     data: ColumnData,
     nulls: NullBufferBuilder,
     len: usize,
@@ -120,6 +122,7 @@ impl FieldColumn {
         };
         let mut c = FieldColumn {
             name: name.into(),
+            ty,
             data,
             nulls: NullBufferBuilder::new(0),
             len: 0,
@@ -149,7 +152,7 @@ impl FieldColumn {
     }
 
     /// Appends a value; the type was checked against the schema before.
-    #[inline]
+    #[inline(always)]
     fn push(&mut self, v: FieldValue<'_>) {
         match (&mut self.data, v) {
             (ColumnData::Float(c), FieldValue::Float(f)) => c.push(f),
@@ -220,26 +223,38 @@ struct TableBuilder {
     time: Vec<i64>,
     series_id: Vec<u64>,
     columns: Vec<FieldColumn>,
+    /// Column of each field position of the last point appended: points of
+    /// a measurement usually repeat the same fields in the same order, so
+    /// the next point checks one name per field instead of searching.
+    layout: Vec<u32>,
     /// Slots of the series in this table, for the series batch.
     series: Vec<u32>,
 }
 
 impl TableBuilder {
-    #[inline]
-    fn column(&mut self, key: &[u8], hint: usize, ty: FieldType) -> &mut FieldColumn {
-        let rows = self.time.len();
-        let idx = match self.columns.get(hint) {
-            Some(c) if &*c.name == key => hint,
-            _ => match self.columns.iter().position(|c| &*c.name == key) {
-                Some(i) => i,
-                None => {
-                    self.columns.push(FieldColumn::new(key, ty, rows));
-                    self.columns.len() - 1
-                }
-            },
-        };
-        &mut self.columns[idx]
+    /// Column named `key`, trying the column used at this field position
+    /// by the last point first.
+    #[inline(always)]
+    fn find_column(&self, key: &[u8], position: usize) -> Option<usize> {
+        if let Some(&c) = self.layout.get(position) {
+            if same_bytes(&self.columns[c as usize].name, key) {
+                return Some(c as usize);
+            }
+        }
+        self.columns.iter().position(|c| same_bytes(&c.name, key))
     }
+}
+
+/// Where a field of the point being appended goes (decided before any
+/// append, so a rejected point leaves no trace).
+#[derive(Debug, Clone, Copy)]
+enum FieldTarget {
+    /// An existing column of the table.
+    Column(u32),
+    /// A new column for a field the measurement already has.
+    NewColumn,
+    /// A field new to the measurement (and so to the table).
+    NewField,
 }
 
 /// One Arrow batch ready for `Node.Write`.
@@ -297,6 +312,8 @@ struct BatchState<'a> {
     first_rejection: Option<Rejection>,
     rejected_for_cardinality: usize,
     key_scratch: Vec<u8>,
+    /// Targets of the fields of the point being appended (reused).
+    targets: Vec<FieldTarget>,
     /// Time spent resolving series new to the request, when timing is on.
     timing: bool,
     series_nanos: u64,
@@ -339,6 +356,7 @@ impl<'a> RequestBatch<'a> {
                 first_rejection: None,
                 rejected_for_cardinality: 0,
                 key_scratch: Vec::new(),
+                targets: Vec::new(),
                 timing: false,
                 series_nanos: 0,
             },
@@ -353,8 +371,13 @@ impl<'a> RequestBatch<'a> {
     /// Adds every line of a line protocol body. Bad lines are counted and
     /// the first is remembered; the good ones are kept (partial write).
     pub fn add_line_protocol(&mut self, body: &[u8]) {
+        // One UTF-8 check for the whole body instead of one per line: `\n`
+        // never occurs inside a multi-byte character, so every line of a
+        // valid body is valid. Only a body that fails is checked line by
+        // line, to reject just its bad lines (with their numbers).
+        let body_is_utf8 = std::str::from_utf8(body).is_ok();
         for (line_no, line) in lineproto::lines(body) {
-            if let Err(e) = self.add_line(line) {
+            if let Err(e) = self.add_line_checked(line, !body_is_utf8) {
                 self.state.reject(line_no, e);
             }
         }
@@ -362,8 +385,19 @@ impl<'a> RequestBatch<'a> {
 
     /// Adds one line (no newline, no leading blanks).
     pub fn add_line(&mut self, line: &[u8]) -> Result<(), (RejectReason, String)> {
+        self.add_line_checked(line, true)
+    }
+
+    /// [`Self::add_line`]; `check_utf8` false when the caller has already
+    /// validated the line (as part of its body).
+    #[inline]
+    fn add_line_checked(
+        &mut self,
+        line: &[u8],
+        check_utf8: bool,
+    ) -> Result<(), (RejectReason, String)> {
         let bad = |e: LineProtocolError| (RejectReason::BadPoint, e.to_string());
-        if std::str::from_utf8(line).is_err() {
+        if check_utf8 && std::str::from_utf8(line).is_err() {
             return Err(bad(LineProtocolError::InvalidUtf8));
         }
         let (raw, rest) = lineproto::split_series(line).map_err(bad)?;
@@ -634,7 +668,10 @@ impl BatchState<'_> {
         let mut s = *self.memo.get(&hash)?;
         while s != NONE {
             let slot = &self.slots[s as usize];
-            if &self.raw_arena[slot.raw.0 as usize..slot.raw.1 as usize] == raw {
+            if same_bytes(
+                &self.raw_arena[slot.raw.0 as usize..slot.raw.1 as usize],
+                raw,
+            ) {
                 return Some(s);
             }
             s = slot.next;
@@ -711,6 +748,7 @@ impl BatchState<'_> {
                     time: Vec::new(),
                     series_id: Vec::new(),
                     columns: Vec::new(),
+                    layout: Vec::new(),
                     series: Vec::new(),
                 });
                 self.table_ids.insert((shard, m), t);
@@ -747,30 +785,41 @@ impl BatchState<'_> {
     {
         let s = &self.slots[slot as usize];
         let table_idx = s.table as usize;
-        let m = self.tables[table_idx].measurement as usize;
+        let t = &self.tables[table_idx];
+        let m = t.measurement as usize;
         // 1. Field types must agree with earlier points of the measurement.
-        let schema = &self.measurements[m];
-        let mut new_fields = false;
+        // A column of the table has the measurement's type of its field, so
+        // the measurement's list is only searched for fields the table has
+        // not seen yet.
+        self.targets.clear();
         for (i, (k, v)) in fields.clone().enumerate() {
-            match schema.find(k, i) {
-                Some(j) => {
-                    let want = schema.fields[j].1;
-                    if want != v.field_type() {
-                        return Err((
-                            RejectReason::BadPoint,
-                            format!(
-                                "field type conflict: field {:?} of measurement {:?} is {} in an \
-                                 earlier point of this request, got {}",
-                                lossy(k),
-                                schema.name,
-                                want,
-                                v.field_type()
-                            ),
-                        ));
-                    }
+            let ty = v.field_type();
+            let (want, target) = match t.find_column(k, i) {
+                Some(c) => (Some(t.columns[c].ty), FieldTarget::Column(c as u32)),
+                None => match self.measurements[m].find(k, i) {
+                    Some(j) => (
+                        Some(self.measurements[m].fields[j].1),
+                        FieldTarget::NewColumn,
+                    ),
+                    None => (None, FieldTarget::NewField),
+                },
+            };
+            if let Some(want) = want {
+                if want != ty {
+                    return Err((
+                        RejectReason::BadPoint,
+                        format!(
+                            "field type conflict: field {:?} of measurement {:?} is {} in an \
+                             earlier point of this request, got {}",
+                            lossy(k),
+                            self.measurements[m].name,
+                            want,
+                            ty
+                        ),
+                    ));
                 }
-                None => new_fields = true,
             }
+            self.targets.push(target);
         }
         // 2. Cardinality: a series new to the database must fit the limit.
         if s.admission != Admission::Admitted {
@@ -797,14 +846,6 @@ impl BatchState<'_> {
             }
         }
         // 3. Append.
-        if new_fields {
-            let schema = &mut self.measurements[m];
-            for (k, v) in fields.clone() {
-                if schema.find(k, 0).is_none() {
-                    schema.fields.push((k.into(), v.field_type()));
-                }
-            }
-        }
         let s = &mut self.slots[slot as usize];
         let t = &mut self.tables[table_idx];
         if !s.listed {
@@ -813,10 +854,22 @@ impl BatchState<'_> {
         }
         let series_id = s.series_id;
         let row = t.time.len();
-        for (i, (k, v)) in fields.enumerate() {
-            let c = t.column(k, i, v.field_type());
-            c.pad_to(row);
-            c.push(v);
+        t.layout.resize(n_fields, 0);
+        for (i, ((k, v), target)) in fields.zip(&self.targets).enumerate() {
+            let c = match *target {
+                FieldTarget::Column(c) => c as usize,
+                FieldTarget::NewColumn | FieldTarget::NewField => {
+                    if let FieldTarget::NewField = target {
+                        self.measurements[m].fields.push((k.into(), v.field_type()));
+                    }
+                    t.columns.push(FieldColumn::new(k, v.field_type(), row));
+                    t.columns.len() - 1
+                }
+            };
+            t.layout[i] = c as u32;
+            let col = &mut t.columns[c];
+            col.pad_to(row);
+            col.push(v);
         }
         t.time.push(time);
         t.series_id.push(series_id);
@@ -832,3 +885,7 @@ impl BatchState<'_> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+#[path = "batch_tests.rs"]
+mod tests;
