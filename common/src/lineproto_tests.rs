@@ -771,3 +771,18 @@ fn word_decimal_scan_agrees_with_the_byte_scan() {
     }
     assert!(fast > 10_000, "the word scan took only {fast} values");
 }
+
+#[test]
+fn fuzz_corpus_parses_like_the_reference() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/lineproto");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let body = std::fs::read(&path).unwrap();
+        let got = format!("{:?}", parse_body(&body));
+        let want = format!("{:?}", super::reference::parse_body(&body));
+        assert_eq!(got, want, "{}", path.display());
+        n += 1;
+    }
+    assert!(n >= 16, "corpus of {n} files");
+}

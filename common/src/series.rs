@@ -12,8 +12,14 @@
 
 use xxhash_rust::xxh3::xxh3_64;
 
-/// Appends `s` to `out` with the given bytes escaped by a backslash.
-fn push_escaped(out: &mut Vec<u8>, s: &[u8], specials: &[u8]) {
+/// Appends `s` to `out` with the bytes of `specials` escaped by a backslash.
+#[inline]
+fn push_escaped<const N: usize>(out: &mut Vec<u8>, s: &[u8], specials: [u8; N]) {
+    // Most names need no escape: check a word at a time, then copy at once.
+    if crate::lineproto::find_any(s, 0, specials) == s.len() {
+        out.extend_from_slice(s);
+        return;
+    }
     for &b in s {
         if specials.contains(&b) {
             out.push(b'\\');
@@ -30,12 +36,12 @@ where
     I: IntoIterator<Item = (&'a [u8], &'a [u8])>,
 {
     out.clear();
-    push_escaped(out, measurement, b", ");
+    push_escaped(out, measurement, [b',', b' ']);
     for (k, v) in tags {
         out.push(b',');
-        push_escaped(out, k, b",= ");
+        push_escaped(out, k, [b',', b'=', b' ']);
         out.push(b'=');
-        push_escaped(out, v, b",= ");
+        push_escaped(out, v, [b',', b'=', b' ']);
     }
 }
 
@@ -113,6 +119,39 @@ mod tests {
     fn series_ids_match_vectors() {
         for (m, tags, _, id) in VECTORS {
             assert_eq!(series_id(m, tags), *id, "series_id of {m} {tags:?}");
+        }
+    }
+
+    #[test]
+    fn escaping_matches_the_byte_by_byte_rule() {
+        // The word-at-a-time "nothing to escape" test must never skip an
+        // escape: compare with the plain rule on strings full of specials.
+        let mut x: u64 = 3;
+        let alphabet = b"ab ,=\\\xc3\xbc_0";
+        for _ in 0..50_000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let len = (x >> 59) as usize;
+            let s: Vec<u8> = (0..len)
+                .map(|i| alphabet[((x >> (i * 3 % 56)) % alphabet.len() as u64) as usize])
+                .collect();
+            for specials in [&b", "[..], &b",= "[..]] {
+                let mut want = Vec::new();
+                for &b in &s {
+                    if specials.contains(&b) {
+                        want.push(b'\\');
+                    }
+                    want.push(b);
+                }
+                let mut got = Vec::new();
+                if specials.len() == 2 {
+                    push_escaped(&mut got, &s, [b',', b' ']);
+                } else {
+                    push_escaped(&mut got, &s, [b',', b'=', b' ']);
+                }
+                assert_eq!(got, want, "{s:?}");
+            }
         }
     }
 

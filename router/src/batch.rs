@@ -49,6 +49,14 @@ impl Hasher for IdentityHasher {
 
 pub(crate) type IdentityMap<V> = HashMap<u64, V, BuildHasherDefault<IdentityHasher>>;
 
+/// Key of a (shard, measurement) table in an [`IdentityMap`]: the pair,
+/// spread over all 64 bits by a multiplication so the map's buckets and
+/// control bytes (taken from the top bits) differ between tables.
+#[inline]
+fn table_key(shard: u32, measurement: u32) -> u64 {
+    ((u64::from(shard) << 32) | u64::from(measurement)).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
 const NONE: u32 = u32::MAX;
 
 /// Whether a series may be written under the database's cardinality limit.
@@ -77,6 +85,8 @@ struct SeriesSlot {
 /// Per-request field types of one measurement (a field has one type).
 struct MeasurementSchema {
     name: String,
+    /// The name as parsed (bytes), for the last-measurement check.
+    raw: Box<[u8]>,
     fields: Vec<(Box<[u8]>, FieldType)>,
 }
 
@@ -301,12 +311,16 @@ struct BatchState<'a> {
     precision: Precision,
     measurements: Vec<MeasurementSchema>,
     measurement_ids: HashMap<Box<[u8]>, u32>,
+    /// The measurement of the last new series: series of one measurement
+    /// usually come together, and this skips hashing its name.
+    last_measurement: Option<u32>,
     memo: IdentityMap<u32>,
     slots: Vec<SeriesSlot>,
     raw_arena: Vec<u8>,
     key_arena: Vec<u8>,
     tables: Vec<TableBuilder>,
-    table_ids: HashMap<(u32, u32), u32>,
+    /// Tables by [`table_key`] of (shard, measurement).
+    table_ids: IdentityMap<u32>,
     points: usize,
     rejected: usize,
     first_rejection: Option<Rejection>,
@@ -345,12 +359,13 @@ impl<'a> RequestBatch<'a> {
                 precision,
                 measurements: Vec::new(),
                 measurement_ids: HashMap::new(),
+                last_measurement: None,
                 memo: IdentityMap::default(),
                 slots: Vec::new(),
                 raw_arena: Vec::new(),
                 key_arena: Vec::new(),
                 tables: Vec::new(),
-                table_ids: HashMap::new(),
+                table_ids: IdentityMap::default(),
                 points: 0,
                 rejected: 0,
                 first_rejection: None,
@@ -726,19 +741,24 @@ impl BatchState<'_> {
     ) -> u32 {
         let series_id = series_id_of_key(&self.key_arena[key.0..key.1]);
         let shard = jump_hash(series_id, self.shard_count);
-        let m = match self.measurement_ids.get(measurement) {
-            Some(&m) => m,
+        let last = self
+            .last_measurement
+            .filter(|&m| same_bytes(&self.measurements[m as usize].raw, measurement));
+        let m = match last.or_else(|| self.measurement_ids.get(measurement).copied()) {
+            Some(m) => m,
             None => {
                 let m = self.measurements.len() as u32;
                 self.measurements.push(MeasurementSchema {
                     name: lossy(measurement),
+                    raw: measurement.into(),
                     fields: Vec::new(),
                 });
                 self.measurement_ids.insert(measurement.into(), m);
                 m
             }
         };
-        let table = match self.table_ids.get(&(shard, m)) {
+        self.last_measurement = Some(m);
+        let table = match self.table_ids.get(&table_key(shard, m)) {
             Some(&t) => t,
             None => {
                 let t = self.tables.len() as u32;
@@ -751,7 +771,7 @@ impl BatchState<'_> {
                     layout: Vec::new(),
                     series: Vec::new(),
                 });
-                self.table_ids.insert((shard, m), t);
+                self.table_ids.insert(table_key(shard, m), t);
                 t
             }
         };
