@@ -1031,7 +1031,10 @@ impl FieldParser {
 #[inline]
 fn is_reserved_field_key(k: &[u8]) -> bool {
     // Length first: most keys are neither 4 nor 9 bytes long.
-    matches!(k.len(), 4 | 9) && RESERVED_FIELD_KEYS.iter().any(|r| same_bytes(r.as_bytes(), k))
+    matches!(k.len(), 4 | 9)
+        && RESERVED_FIELD_KEYS
+            .iter()
+            .any(|r| same_bytes(r.as_bytes(), k))
 }
 
 /// Value of 8 ASCII digits read as a little-endian word, or `None` when
