@@ -6,6 +6,7 @@
 pub mod batch;
 pub mod cardinality;
 pub mod cluster;
+pub mod coalesce;
 pub mod config;
 pub mod error;
 pub mod grpc;
