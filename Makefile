@@ -13,12 +13,12 @@ export PATH := $(HOME)/go/bin:/usr/local/go/bin:$(PATH)
 
 CARGO ?= cargo
 
-.PHONY: help deps build run test lint fmt bench-engine bench-wal bench-frontdoor bench-e2e chaos
+.PHONY: help deps build run test lint fmt bench-engine bench-wal bench-frontdoor bench-e2e bench-protocols chaos
 
 help:
 	@echo "make run    - start a local cluster (etcd, nodes, router) in the foreground"
 	@echo "make test   - install dependencies and run every test"
-	@echo "make bench-engine | bench-wal | bench-frontdoor | bench-e2e | chaos"
+	@echo "make bench-engine | bench-wal | bench-frontdoor | bench-e2e | bench-protocols | chaos"
 
 deps:
 	@scripts/install-deps.sh
@@ -50,6 +50,9 @@ bench-frontdoor: deps
 
 bench-e2e: build
 	@scripts/bench-e2e.sh
+
+bench-protocols: build
+	@scripts/bench-protocols.sh
 
 chaos: build
 	@scripts/chaos.sh
