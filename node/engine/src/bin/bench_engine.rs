@@ -261,6 +261,57 @@ fn insert_all(
     Ok(t0.elapsed())
 }
 
+/// CPU time of this process's threads, split into chDB's background merges
+/// (threads named `MergeMutate`) and everything else (the insert pipeline
+/// and the calling threads), from /proc/self/task. On a 2-core machine the
+/// merges of earlier inserts compete with the next insert for the cores,
+/// so the split tells what limits the wall-clock figure.
+#[derive(Clone, Copy, Default)]
+struct CpuSplit {
+    inserts_s: f64,
+    merges_s: f64,
+}
+
+impl CpuSplit {
+    fn now() -> CpuSplit {
+        // SAFETY: sysconf has no preconditions.
+        let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+        let mut out = CpuSplit::default();
+        let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+            return out;
+        };
+        for task in tasks.flatten() {
+            let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+                continue;
+            };
+            // "pid (comm) state ... utime stime ..." (fields 14 and 15).
+            let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+                continue;
+            };
+            let rest: Vec<&str> = stat[close + 2..].split(' ').collect();
+            let t = |i: usize| {
+                rest.get(i)
+                    .and_then(|v| v.parse::<f64>().ok())
+                    .unwrap_or(0.0)
+            };
+            let secs = (t(11) + t(12)) / ticks;
+            if stat[open + 1..close].starts_with("MergeMutate") {
+                out.merges_s += secs;
+            } else {
+                out.inserts_s += secs;
+            }
+        }
+        out
+    }
+
+    fn since(self, earlier: CpuSplit) -> CpuSplit {
+        CpuSplit {
+            inserts_s: self.inserts_s - earlier.inserts_s,
+            merges_s: self.merges_s - earlier.merges_s,
+        }
+    }
+}
+
 fn fmt_int(n: f64) -> String {
     let s = format!("{:.0}", n);
     let bytes = s.as_bytes();
@@ -376,8 +427,8 @@ fn main() -> Result<()> {
         fmt_int(POOL_BATCH as f64)
     );
     println!();
-    println!("| Connections | wall (s) | rows/s | speedup |");
-    println!("|---|---|---|---|");
+    println!("| Connections | wall (s) | rows/s | speedup | CPU ns/row: inserts | merges |");
+    println!("|---|---|---|---|---|---|");
     let ids: Vec<u64> = (0..SERIES).map(series_id_of).collect();
     let schema = series_id_schema();
     // Distinct batches (different timestamps) reused round-robin: building
@@ -396,6 +447,7 @@ fn main() -> Result<()> {
             ),
         )?;
         let t0 = Instant::now();
+        let cpu0 = CpuSplit::now();
         std::thread::scope(|s| -> Result<()> {
             let handles: Vec<_> = (0..conns)
                 .map(|w| {
@@ -420,14 +472,18 @@ fn main() -> Result<()> {
             Ok(())
         })?;
         let wall = t0.elapsed().as_secs_f64();
+        let cpu = CpuSplit::now().since(cpu0);
         let rate = POOL_ROWS as f64 / wall;
         if conns == 1 {
             one_conn = rate;
         }
+        let per_row = |secs: f64| secs * 1e9 / POOL_ROWS as f64;
         println!(
-            "| {conns} | {wall:.3} | {} | {:.2}x |",
+            "| {conns} | {wall:.3} | {} | {:.2}x | {:.0} | {:.0} |",
             fmt_int(rate),
-            rate / one_conn
+            rate / one_conn,
+            per_row(cpu.inserts_s),
+            per_row(cpu.merges_s)
         );
         let got = scalar_u64(
             &engine,
