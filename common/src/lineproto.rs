@@ -232,6 +232,14 @@ fn lossy(b: &[u8]) -> String {
     }
 }
 
+/// Whether `body` is valid UTF-8 (exactly `std::str::from_utf8(body).is_ok()`),
+/// checked with SIMD: a whole request body is validated once this way, and
+/// only a body that fails is checked again line by line.
+#[inline]
+pub fn is_utf8(body: &[u8]) -> bool {
+    simdutf8::basic::from_utf8(body).is_ok()
+}
+
 /// Iterates the lines of a body as `(line_number, line)`, 1-based, skipping
 /// empty lines and `#` comments, with a trailing `\r` and leading blanks
 /// removed.

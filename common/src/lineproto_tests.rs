@@ -786,3 +786,41 @@ fn fuzz_corpus_parses_like_the_reference() {
     }
     assert!(n >= 16, "corpus of {n} files");
 }
+
+#[test]
+fn body_utf8_check_agrees_with_the_standard_library() {
+    let mut rng = Rng(23);
+    // ASCII, 2/3/4-byte characters, their pieces, overlongs, surrogates.
+    const PIECES: &[&[u8]] = &[
+        b"cpu v=1\n",
+        b"a",
+        "ü".as_bytes(),
+        "✓".as_bytes(),
+        "𝄞".as_bytes(),
+        b"\xc3",
+        b"\xe2\x9c",
+        b"\xf0\x9d\x84",
+        b"\x80",
+        b"\xc0\xaf",
+        b"\xed\xa0\x80",
+        b"\xf4\x90\x80\x80",
+        b"\xff",
+    ];
+    for _ in 0..50_000 {
+        let mut body = Vec::new();
+        // Long ASCII runs reach the vectorised path, short ones the tail.
+        for _ in 0..rng.below(40) {
+            let piece = if rng.below(4) == 0 {
+                PIECES[rng.below(PIECES.len())]
+            } else {
+                PIECES[rng.below(4)]
+            };
+            body.extend_from_slice(piece);
+        }
+        assert_eq!(
+            is_utf8(&body),
+            std::str::from_utf8(&body).is_ok(),
+            "{body:?}"
+        );
+    }
+}

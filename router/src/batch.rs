@@ -390,7 +390,7 @@ impl<'a> RequestBatch<'a> {
         // never occurs inside a multi-byte character, so every line of a
         // valid body is valid. Only a body that fails is checked line by
         // line, to reject just its bad lines (with their numbers).
-        let body_is_utf8 = std::str::from_utf8(body).is_ok();
+        let body_is_utf8 = lineproto::is_utf8(body);
         for (line_no, line) in lineproto::lines(body) {
             if let Err(e) = self.add_line_checked(line, !body_is_utf8) {
                 self.state.reject(line_no, e);

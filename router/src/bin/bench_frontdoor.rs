@@ -161,7 +161,7 @@ fn pass_parse(bodies: &[Vec<u8>]) -> usize {
     let mut n = 0;
     for body in bodies {
         // As RequestBatch::add_line_protocol: one UTF-8 check per body.
-        let ok = std::str::from_utf8(body).is_ok();
+        let ok = lineproto::is_utf8(body);
         for (_, line) in lineproto::lines(body) {
             let (raw, rest) = lineproto::split_series(line).unwrap();
             let f = fp.parse(rest).unwrap();
@@ -181,7 +181,7 @@ fn pass_series(bodies: &[Vec<u8>]) -> usize {
     let mut n = 0;
     for body in bodies {
         let mut memo: HashMap<&[u8], u64> = HashMap::new();
-        let ok = std::str::from_utf8(body).is_ok();
+        let ok = lineproto::is_utf8(body);
         for (_, line) in lineproto::lines(body) {
             let (raw, rest) = lineproto::split_series(line).unwrap();
             let f = fp.parse(rest).unwrap();
