@@ -824,3 +824,68 @@ fn body_utf8_check_agrees_with_the_standard_library() {
         );
     }
 }
+
+/// Everything a parse tells its caller, as text (floats bit for bit).
+fn parsed_text(r: Result<Fields<'_>>) -> std::string::String {
+    match r {
+        Ok(f) => format!("{:?} {:?}", f.iter().collect::<Vec<_>>(), f.timestamp),
+        Err(e) => format!("{e:?}"),
+    }
+}
+
+#[test]
+fn layout_slots_never_change_what_a_line_parses_to() {
+    let mut rng = Rng(31);
+    let mut with_layouts = FieldParser::default();
+    let mut plain = FieldParser::default();
+    // Lines come back often (as a series' lines do) with other values, so
+    // the remembered keys are hit, missed, and half hit.
+    let mut pool: Vec<Vec<u8>> = (0..6).map(|_| random_line(&mut rng)).collect();
+    let mut repeated = 0;
+    let mut previous: Vec<Option<std::string::String>> = vec![None; 4];
+    for _ in 0..200_000 {
+        let line = match rng.below(10) {
+            0 => {
+                let at = rng.below(pool.len());
+                pool[at] = random_line(&mut rng);
+                pool[at].clone()
+            }
+            1 => {
+                let mut l = pool[rng.below(pool.len())].clone();
+                if !l.is_empty() {
+                    let at = rng.below(l.len());
+                    l[at] = b" ,=\\\"1.ia"[rng.below(9)];
+                }
+                l
+            }
+            _ => pool[rng.below(pool.len())].clone(),
+        };
+        let Ok((_, rest)) = split_series(&line) else {
+            continue;
+        };
+        let slot = rng.below(4);
+        let want = parsed_text(plain.parse(rest));
+        let got = parsed_text(with_layouts.parse_in_layout(rest, slot));
+        assert_eq!(
+            got,
+            want,
+            "line {:?}",
+            std::string::String::from_utf8_lossy(&line)
+        );
+        if want.starts_with('[') {
+            let keys: Vec<_> = plain
+                .parse(rest)
+                .map(|f| f.iter().map(|(k, _)| k.to_vec()).collect::<Vec<_>>())
+                .unwrap();
+            let keys = format!("{keys:?}");
+            if previous[slot].as_ref() == Some(&keys) {
+                repeated += 1;
+            }
+            previous[slot] = Some(keys);
+        }
+    }
+    assert!(
+        repeated > 20_000,
+        "only {repeated} lines repeated their slot's keys"
+    );
+}

@@ -416,15 +416,32 @@ impl<'a> RequestBatch<'a> {
             return Err(bad(LineProtocolError::InvalidUtf8));
         }
         let (raw, rest) = lineproto::split_series(line).map_err(bad)?;
-        let fields = self.field_parser.parse(rest).map_err(bad)?;
+        let hash = xxh3_64(raw);
+        let known = self.state.find_slot(hash, raw);
+        // A known series has a table: lines of one table usually repeat
+        // their field keys, which the parser then recognises instead of
+        // scanning (same result either way).
+        let fields = match known {
+            Some(s) => {
+                let table = self.state.slots[s as usize].table as usize;
+                self.field_parser.parse_in_layout(rest, table)
+            }
+            None => self.field_parser.parse(rest),
+        }
+        .map_err(bad)?;
         let time = match fields.timestamp {
             Some(t) => self.state.precision.to_nanos(t).map_err(bad)?,
             None => self.state.default_time,
         };
-        let slot = self
-            .state
-            .resolve_raw(raw, &mut self.series_parser)
-            .map_err(bad)?;
+        // Series errors come after field errors, as the series of a new
+        // raw spelling is only parsed now.
+        let slot = match known {
+            Some(s) => s,
+            None => self
+                .state
+                .resolve_new_raw(hash, raw, &mut self.series_parser)
+                .map_err(bad)?,
+        };
         self.state.append(slot, time, fields.iter(), fields.len())
     }
 
@@ -679,6 +696,7 @@ impl BatchState<'_> {
         }
     }
 
+    #[inline]
     fn find_slot(&self, hash: u64, raw: &[u8]) -> Option<u32> {
         let mut s = *self.memo.get(&hash)?;
         while s != NONE {
@@ -694,17 +712,14 @@ impl BatchState<'_> {
         None
     }
 
-    /// Slot of a raw (as written) series, parsing it on first sight.
-    #[inline]
-    fn resolve_raw(
+    /// Slot of a raw (as written) series not met before in this request
+    /// (`find_slot` said so); `hash` is its XXH3.
+    fn resolve_new_raw(
         &mut self,
+        hash: u64,
         raw: &[u8],
         parser: &mut SeriesParser,
     ) -> Result<u32, LineProtocolError> {
-        let hash = xxh3_64(raw);
-        if let Some(s) = self.find_slot(hash, raw) {
-            return Ok(s);
-        }
         let started = self.timing.then(std::time::Instant::now);
         let series = parser.parse(raw)?;
         let k0 = self.key_arena.len();
