@@ -827,24 +827,24 @@ pub(crate) fn find_any<const N: usize>(input: &[u8], mut i: usize, set: [u8; N])
     i
 }
 
-/// Marks (non-zero high nibble) the bytes of `word` that are not ASCII
-/// digits. Exact for every byte (no carries cross bytes).
+/// Marks (0x80) the bytes of `word` that are not ASCII digits: a byte
+/// below `0` borrows in the subtraction, one above `9` reaches 0x80 in the
+/// addition (or, from 0xBA up, in the subtraction). Zero iff all eight are
+/// digits; the lowest mark is exact (a borrow or carry only starts at a
+/// non-digit and only moves up), which is all the callers use.
 #[inline(always)]
 fn non_digits(word: u64) -> u64 {
-    let a = word ^ 0x3030_3030_3030_3030;
-    let high = a & 0xF0F0_F0F0_F0F0_F0F0;
-    let low = ((a & 0x0F0F_0F0F_0F0F_0F0F) + 0x0606_0606_0606_0606) & 0xF0F0_F0F0_F0F0_F0F0;
-    high | low
+    (word.wrapping_sub(0x3030_3030_3030_3030) | word.wrapping_add(0x4646_4646_4646_4646))
+        & 0x8080_8080_8080_8080
 }
 
 /// Value of the first `k` (1 to 7) bytes of `word`, all ASCII digits.
 #[inline(always)]
 fn leading_digits_value(word: u64, k: usize) -> u64 {
-    // Move the k digits to the top and fill the bottom with '0's, making
-    // eight digits with the same value.
-    let shift = 8 * (8 - k) as u32;
-    let eight = (word << shift) | (0x3030_3030_3030_3030u64 >> (64 - shift));
-    eight_digits_value(eight)
+    // Digit values, moved to the top: the bytes shifted in are zeros (the
+    // same value), and the bytes shifted out (after the digits, where a
+    // borrow may have started) do not matter.
+    digits_value(word.wrapping_sub(0x3030_3030_3030_3030) << (8 * (8 - k) as u32))
 }
 
 /// Powers of ten as integers, for joining integer and fraction digits.
@@ -1188,7 +1188,13 @@ fn eight_digits(word: u64) -> Option<u64> {
 /// Value of 8 ASCII digits read as a little-endian word.
 #[inline(always)]
 fn eight_digits_value(word: u64) -> u64 {
-    let digits = word.wrapping_sub(0x3030_3030_3030_3030);
+    digits_value(word.wrapping_sub(0x3030_3030_3030_3030))
+}
+
+/// Value of eight digit values (0 to 9, one per byte, the first digit in
+/// the lowest byte).
+#[inline(always)]
+fn digits_value(digits: u64) -> u64 {
     // The first digit is the lowest byte: fold pairs, then quads, then halves.
     let v = digits.wrapping_mul(10).wrapping_add(digits >> 8);
     let lo = (v & 0x0000_00FF_0000_00FF).wrapping_mul(100 + (1_000_000 << 32));

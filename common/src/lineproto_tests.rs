@@ -717,15 +717,30 @@ fn timestamps_on_the_fast_path_match_the_general_path() {
 }
 
 #[test]
-fn word_digit_test_is_exact_for_every_byte() {
+fn word_digit_test_finds_the_first_non_digit() {
+    // Every byte value at every position, after digits and before any bytes.
+    let mut rng = Rng(3);
     for b in 0..=255u8 {
         for pos in 0..8 {
-            let mut bytes = *b"01234567";
-            bytes[pos] = b;
-            let marks = non_digits(u64::from_le_bytes(bytes));
-            let marked = (marks >> (8 * pos)) & 0xFF != 0;
-            assert_eq!(marked, !b.is_ascii_digit(), "byte {b:#x} at {pos}");
-            assert_eq!(marks & !(0xFF << (8 * pos)), 0, "only byte {pos} is marked");
+            for _ in 0..8 {
+                let mut bytes = [0u8; 8];
+                for (i, x) in bytes.iter_mut().enumerate() {
+                    *x = if i < pos {
+                        b'0' + rng.below(10) as u8
+                    } else {
+                        rng.below(256) as u8
+                    };
+                }
+                bytes[pos] = b;
+                let word = u64::from_le_bytes(bytes);
+                let first = bytes.iter().position(|x| !x.is_ascii_digit()).unwrap_or(8);
+                assert_eq!(
+                    (non_digits(word).trailing_zeros() / 8) as usize,
+                    first,
+                    "{bytes:?}"
+                );
+                assert_eq!(eight_digits(word).is_some(), first == 8, "{bytes:?}");
+            }
         }
     }
 }
