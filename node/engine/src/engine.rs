@@ -105,6 +105,13 @@ fn open_database(chdb_dir: &Path, data_dir: &Path) -> Result<ManagedDatabase> {
     Ok(db)
 }
 
+/// The age bound of one shard's buffer: `max_age` stretched by up to 7/16
+/// depending on the shard, so shards that started buffering together (all
+/// of them, under steady load) do not all flush in the same instant.
+pub fn flush_age_of(max_age: Duration, shard: u32) -> Duration {
+    max_age + max_age * (shard % 8) / 16
+}
+
 /// One table's part of a committed entry, as the router encoded it.
 #[derive(Debug, Clone, Copy)]
 pub struct TableBatchRef<'a> {
@@ -238,7 +245,11 @@ impl Engine {
         });
         inner.load_state()?;
         let mut threads = Vec::new();
-        for i in 0..size {
+        // Half the pool flushes; the rest stays free for queries, snapshots
+        // and DDL, and on a small machine one flush at a time leaves the
+        // other core to the WAL (a flush burst on every core is what shows
+        // up as the write latency tail).
+        for i in 0..(size / 2).max(1) {
             let inner = inner.clone();
             let rx: Receiver<u32> = flush_rx.clone();
             threads.push(
@@ -691,11 +702,8 @@ impl Inner {
             }
             let shards: Vec<Arc<ShardState>> = self.shards.read().values().cloned().collect();
             for st in shards {
-                let due = st
-                    .buf
-                    .lock()
-                    .oldest
-                    .is_some_and(|t| t.elapsed() >= self.cfg.flush_max_age);
+                let max_age = flush_age_of(self.cfg.flush_max_age, st.shard);
+                let due = st.buf.lock().oldest.is_some_and(|t| t.elapsed() >= max_age);
                 if due && !st.queued.swap(true, Ordering::AcqRel) {
                     let _ = self.flush_tx.send(st.shard);
                 }

@@ -251,7 +251,16 @@ pub fn check_conflicts<'a>(
 /// row per (series_id, time): a rewritten point replaces the old one, and a
 /// flush retried after a crash collapses with its first copy. Reads that must
 /// see one row per point use `FINAL`.
-pub const FACT_ENGINE: &str = "ReplacingMergeTree ORDER BY (series_id, time)";
+///
+/// `fsync_after_insert` / `fsync_part_directory`: a flush's part is on disk
+/// before the flush returns, so the flushed index written after it (which
+/// lets the WAL compact its log) never claims rows a power loss could take.
+/// It also keeps a flush's dirty pages from piling up for the kernel to write
+/// back in one burst that stalls the WAL's fsyncs.
+pub const FACT_ENGINE: &str = "ReplacingMergeTree ORDER BY (series_id, time) SETTINGS fsync_after_insert = 1, fsync_part_directory = 1";
+
+/// The same durability settings for the shard's small tables.
+pub const DURABLE: &str = "SETTINGS fsync_after_insert = 1, fsync_part_directory = 1";
 
 /// `CREATE TABLE IF NOT EXISTS` for a fact table with the given fields.
 pub fn create_fact_table(db: &str, measurement: &str, fields: &[(String, FieldType)]) -> String {
@@ -286,13 +295,13 @@ pub fn create_shard(db: &str) -> Vec<String> {
     vec![
         format!("CREATE DATABASE IF NOT EXISTS {}", ident(db)),
         format!(
-            "CREATE TABLE IF NOT EXISTS {} (series_id UInt64, measurement String, tags String) ENGINE = ReplacingMergeTree ORDER BY series_id",
+            "CREATE TABLE IF NOT EXISTS {} (series_id UInt64, measurement String, tags String) ENGINE = ReplacingMergeTree ORDER BY series_id {DURABLE}",
             qualified(db, SERIES_TABLE)
         ),
         // One logical row; ReplacingMergeTree(index) keeps the highest and
         // max(index) reads it correctly before merges.
         format!(
-            "CREATE TABLE IF NOT EXISTS {} (k UInt8, `index` UInt64) ENGINE = ReplacingMergeTree(`index`) ORDER BY k",
+            "CREATE TABLE IF NOT EXISTS {} (k UInt8, `index` UInt64) ENGINE = ReplacingMergeTree(`index`) ORDER BY k {DURABLE}",
             qualified(db, FLUSHED_TABLE)
         ),
     ]
