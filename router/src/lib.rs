@@ -17,9 +17,11 @@ pub mod query;
 
 pub use error::{Error, Result};
 
+use axum::serve::ListenerExt as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::task::JoinHandle;
+use tokio_stream::StreamExt as _;
 
 /// A serving router (HTTP + gRPC listeners).
 pub struct RunningRouter {
@@ -82,13 +84,24 @@ pub async fn start(
     let router = Arc::new(ingest::Router::new(options, cluster));
     let app = http::app(router.clone());
     let http_task = tokio::spawn(async move {
+        // No Nagle: a response written in pieces must not wait for the
+        // client's delayed ACK (~40 ms per request at low load).
+        let http_listener = http_listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         if let Err(e) = axum::serve(http_listener, app).await {
             tracing::error!(error = %e, "http server stopped");
         }
     });
     let svc = grpc::server(router.clone());
     let grpc_task = tokio::spawn(async move {
-        let incoming = tokio_stream::wrappers::TcpListenerStream::new(grpc_listener);
+        // tonic's own tcp_nodelay applies only to listeners it binds.
+        let incoming = tokio_stream::wrappers::TcpListenerStream::new(grpc_listener).map(|tcp| {
+            if let Ok(tcp) = &tcp {
+                let _ = tcp.set_nodelay(true);
+            }
+            tcp
+        });
         if let Err(e) = tonic::transport::Server::builder()
             .add_service(svc)
             .serve_with_incoming(incoming)

@@ -10,6 +10,7 @@ use crate::options::NodeOptions;
 use crate::services;
 use crate::state_machine::EngineStateMachine;
 use crate::transport::GrpcTransport;
+use axum::serve::ListenerExt as _;
 use parking_lot::RwLock;
 use shardhouse_common::shard_map::NodeInfo;
 use shardhouse_engine::{Engine, EngineConfig};
@@ -21,6 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
+use tokio_stream::StreamExt as _;
 
 /// What the READY line reports.
 #[derive(Debug, Clone)]
@@ -122,10 +124,20 @@ pub async fn run(
         .add_service(services::raft_server(Arc::clone(&ctx)))
         .add_service(services::admin_server(Arc::clone(&ctx)))
         .serve_with_incoming_shutdown(
-            TcpListenerStream::new(grpc_listener),
+            // tcp_nodelay above applies only to listeners tonic binds itself;
+            // without it HTTP/2 frames wait on delayed ACKs (~40 ms).
+            TcpListenerStream::new(grpc_listener).map(|tcp| {
+                if let Ok(tcp) = &tcp {
+                    let _ = tcp.set_nodelay(true);
+                }
+                tcp
+            }),
             stopped(stop_rx.clone()),
         );
     let grpc_task = tokio::spawn(grpc);
+    let http_listener = http_listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     let http = axum::serve(http_listener, crate::http::router(Arc::clone(&ctx)))
         .with_graceful_shutdown(stopped(stop_rx.clone()));
     let http_task = tokio::spawn(async move { http.await });
