@@ -703,6 +703,16 @@ const POW10: [f64; 16] = [
     1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
 ];
 
+/// An optional leading sign of a decimal: (negative, index after it).
+#[inline(always)]
+fn scan_sign(input: &[u8], i: usize) -> (bool, usize) {
+    match input.get(i) {
+        Some(b'-') => (true, i + 1),
+        Some(b'+') => (false, i + 1),
+        _ => (false, i),
+    }
+}
+
 /// Scans an unquoted value starting at `start` and, when it is a plain
 /// decimal (`[+-]digits[.digits]`, at most 15 significant digits) that ends
 /// at `,`, space or the end of input, returns it with its end position.
@@ -713,18 +723,7 @@ const POW10: [f64; 16] = [
 #[inline(always)]
 fn scan_plain_decimal(input: &[u8], start: usize) -> Option<(f64, usize)> {
     let n = input.len();
-    let mut i = start;
-    let neg = match input.get(i) {
-        Some(b'-') => {
-            i += 1;
-            true
-        }
-        Some(b'+') => {
-            i += 1;
-            false
-        }
-        _ => false,
-    };
+    let (neg, mut i) = scan_sign(input, start);
     let mut mantissa: u64 = 0;
     let mut n_digits = 0usize;
     let mut dot = usize::MAX;
@@ -858,18 +857,7 @@ const POW10_U64: [u64; 8] = [1, 10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_0
 /// same digits, so the results are identical.
 #[inline(always)]
 fn scan_short_decimal(input: &[u8], start: usize) -> Option<(f64, usize)> {
-    let mut i = start;
-    let neg = match input.get(i) {
-        Some(b'-') => {
-            i += 1;
-            true
-        }
-        Some(b'+') => {
-            i += 1;
-            false
-        }
-        _ => false,
-    };
+    let (neg, i) = scan_sign(input, start);
     let w = word_at(input, i)?;
     let int_len = (non_digits(w).trailing_zeros() / 8) as usize;
     if int_len == 8 {
