@@ -33,9 +33,7 @@ MAX_INFLIGHT=${MAX_INFLIGHT:-256}
 OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/shardhouse-bench-e2e.XXXXXX")}
 mkdir -p "$OUT"
 LT="$SH_BIN/shardhouse-loadtest"
-for b in shardhouse-node shardhouse-router shardhouse-loadtest; do
-  [ -x "$SH_BIN/$b" ] || { echo "missing $SH_BIN/$b: run make build" >&2; exit 1; }
-done
+sh_require_bins shardhouse-node shardhouse-router shardhouse-loadtest
 log() { echo "[bench-e2e] $*" >&2; }
 
 ramp() { # NAME URL EXTRA_ARGS...

@@ -29,9 +29,7 @@ K6_RATES=${K6_RATES:-50,100,200}
 OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/shardhouse-bench-protocols.XXXXXX")}
 mkdir -p "$OUT"
 LT="$SH_BIN/shardhouse-loadtest"
-for b in shardhouse-node shardhouse-router shardhouse-loadtest; do
-  [ -x "$SH_BIN/$b" ] || { echo "missing $SH_BIN/$b: run make build" >&2; exit 1; }
-done
+sh_require_bins shardhouse-node shardhouse-router shardhouse-loadtest
 log() { echo "[bench-protocols] $*" >&2; }
 
 sh_cluster_init "$OUT/data" "$NODES"

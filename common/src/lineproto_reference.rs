@@ -4,7 +4,12 @@
 //! exactly the same lines, with the same values and the same errors.
 #![allow(dead_code)]
 
-use super::{FieldValue, LineProtocolError, OwnedPoint, Result, RESERVED_FIELD_KEYS};
+// Helpers the rewrite left unchanged are shared, not copied: the
+// differential tests exercise the scanning and tokenizing that changed.
+use super::{
+    fast_decimal, is_integer_text, lossy, parse_timestamp, FieldValue, LineProtocolError,
+    OwnedPoint, Result, RESERVED_FIELD_KEYS,
+};
 
 /// A token: either a range of the input or of the parser's scratch buffer
 /// (when it had escapes to remove).
@@ -58,20 +63,6 @@ fn text_of(
         unescape_into(scratch, &input[start..end], escapes)
     } else {
         Text::Input(start as u32, end as u32)
-    }
-}
-
-fn lossy(b: &[u8]) -> String {
-    let s = String::from_utf8_lossy(b);
-    // Error messages stay short even for absurd lines.
-    if s.len() > 64 {
-        let mut cut = 64;
-        while !s.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        format!("{}...", &s[..cut])
-    } else {
-        s.into_owned()
     }
 }
 
@@ -394,50 +385,6 @@ fn parse_scalar(key: &[u8], v: &[u8]) -> Result<RawValue> {
     }
 }
 
-/// Exact fast path for plain decimals (`-12.345`): at most 15 significant
-/// digits fit a u64 exactly and convert to f64 exactly, and 10^k (k <= 22)
-/// is exact too, so one division gives the correctly rounded result
-/// (Clinger's fast path). Anything else (exponents, long mantissas) returns
-/// `None` and goes through the general parser.
-#[inline]
-fn fast_decimal(v: &[u8]) -> Option<f64> {
-    const POW10: [f64; 16] = [
-        1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
-    ];
-    let (neg, digits) = match v.first()? {
-        b'-' => (true, &v[1..]),
-        b'+' => (false, &v[1..]),
-        _ => (false, v),
-    };
-    if digits.is_empty() || digits.len() > 16 {
-        return None;
-    }
-    let mut mantissa: u64 = 0;
-    let mut n_digits = 0usize;
-    let mut frac: Option<usize> = None;
-    for (i, &b) in digits.iter().enumerate() {
-        match b {
-            b'0'..=b'9' => {
-                mantissa = mantissa * 10 + u64::from(b - b'0');
-                n_digits += 1;
-            }
-            b'.' if frac.is_none() => frac = Some(i),
-            _ => return None,
-        }
-    }
-    if n_digits == 0 || n_digits > 15 {
-        return None;
-    }
-    let scale = frac.map_or(0, |dot| digits.len() - dot - 1);
-    let f = mantissa as f64 / POW10[scale];
-    Some(if neg { -f } else { f })
-}
-
-fn is_integer_text(s: &str) -> bool {
-    let d = s.strip_prefix(['-', '+']).unwrap_or(s);
-    !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit())
-}
-
 impl FieldParser {
     /// Parses `rest` (the part after the series, from [`split_series`]):
     /// `field=value[,field=value...][ timestamp]`. `rest` must be UTF-8.
@@ -580,25 +527,6 @@ impl FieldParser {
             timestamp,
         })
     }
-}
-
-#[inline]
-fn parse_timestamp(t: &[u8]) -> Result<i64> {
-    let (neg, digits) = match t.first() {
-        Some(b'-') => (true, &t[1..]),
-        _ => (false, t),
-    };
-    if digits.is_empty() || digits.len() > 19 || !digits.iter().all(u8::is_ascii_digit) {
-        return Err(LineProtocolError::InvalidTimestamp(lossy(t)));
-    }
-    let mut v: i64 = 0;
-    for &d in digits {
-        v = v
-            .checked_mul(10)
-            .and_then(|v| v.checked_add(i64::from(d - b'0')))
-            .ok_or_else(|| LineProtocolError::InvalidTimestamp(lossy(t)))?;
-    }
-    Ok(if neg { -v } else { v })
 }
 
 /// Parses one line (no newline) into an [`OwnedPoint`].

@@ -26,6 +26,14 @@ SH_CGROUP_ROOT=${SH_CGROUP_ROOT:-}
 sh_log() { echo "[cluster] $*" >&2; }
 sh_die() { echo "[cluster] ERROR: $*" >&2; exit 1; }
 
+# sh_require_bins NAME...: every named binary is built in $SH_BIN, or exit.
+sh_require_bins() {
+  local b
+  for b in "$@"; do
+    [ -x "$SH_BIN/$b" ] || sh_die "missing $SH_BIN/$b: run make build"
+  done
+}
+
 # A free TCP port on 127.0.0.1 (the kernel picks it; we release it at once).
 sh_free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
