@@ -128,6 +128,19 @@ async fn operator_against_a_real_apiserver() {
         async move { a.get_opt("demo-node").await.ok().flatten() }
     })
     .await;
+    // The dashboards are the last objects a reconcile applies (before the
+    // optional ServiceMonitor): once all five exist, so does everything the
+    // checks below read. Seeing only the StatefulSet is not enough.
+    let dashboards = eventually(60, "five dashboard ConfigMaps", || {
+        let a: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+        async move {
+            a.list(&ListParams::default().labels("grafana_dashboard=1"))
+                .await
+                .ok()
+                .filter(|l| l.items.len() >= 5)
+        }
+    })
+    .await;
     let owned_by = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
         m.owner_references
             .as_ref()
@@ -149,10 +162,6 @@ async fn operator_against_a_real_apiserver() {
     }
     let cms = Api::<ConfigMap>::namespaced(client.clone(), ns);
     assert!(owned_by(&cms.get("demo-config").await.unwrap().metadata));
-    let dashboards = cms
-        .list(&ListParams::default().labels("grafana_dashboard=1"))
-        .await
-        .unwrap();
     assert_eq!(dashboards.items.len(), 5);
     assert!(owned_by(
         &Api::<PodDisruptionBudget>::namespaced(client.clone(), ns)
