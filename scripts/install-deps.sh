@@ -9,6 +9,9 @@ CHDB_DIR=${SHARDHOUSE_CHDB_DIR:-$PWD/.deps/chdb}
 
 log() { echo "[deps] $*" >&2; }
 
+# --- Room on disk first: the shared build cache grows with every clone.
+scripts/lib/cache-trim.sh
+
 # --- Debian packages: libclang (RocksDB bindgen), protoc (etcd-client,
 # tonic), etcd (metadata store for tests and `make run`).
 need_apt=()

@@ -341,8 +341,8 @@ mod tests {
         })
         .await
         .unwrap();
-        let dir = tempdir();
-        let log = dir.join("acks.log");
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("acks.log");
         let opts = AckLoadOptions {
             measurement: "chaos_test".into(),
             series: 4,
@@ -361,16 +361,6 @@ mod tests {
             .await
             .unwrap();
         (s, v)
-    }
-
-    fn tempdir() -> PathBuf {
-        let d = std::env::temp_dir().join(format!(
-            "shardhouse-loadtest-{}-{}",
-            std::process::id(),
-            now_ns()
-        ));
-        std::fs::create_dir_all(&d).unwrap();
-        d
     }
 
     #[tokio::test]
