@@ -42,7 +42,7 @@ pub struct Cluster {
 }
 
 /// Defaults for [`Cluster::with_write_coalescing`].
-pub const DEFAULT_MAX_SHARD_RPCS: usize = 2;
+pub const DEFAULT_MAX_SHARD_RPCS: usize = 4;
 pub const DEFAULT_MAX_COALESCE_BYTES: usize = 16 << 20;
 
 impl Cluster {
@@ -572,16 +572,16 @@ fn write_request(
     match batches {
         [one] => {
             req.measurement = one.measurement.clone();
-            req.points_ipc = one.points_ipc.to_vec();
-            req.series_ipc = one.series_ipc.to_vec();
+            req.points_ipc = one.points_ipc.clone();
+            req.series_ipc = one.series_ipc.clone();
         }
         many => {
             req.tables = many
                 .iter()
                 .map(|b| TableBatch {
                     measurement: b.measurement.clone(),
-                    points_ipc: b.points_ipc.to_vec(),
-                    series_ipc: b.series_ipc.to_vec(),
+                    points_ipc: b.points_ipc.clone(),
+                    series_ipc: b.series_ipc.clone(),
                 })
                 .collect();
         }

@@ -19,12 +19,14 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::TimestampNanosecondType;
 use arrow_array::{new_null_array, Array, ArrayRef, RecordBatch, UInt64Array, UInt8Array};
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use bytes::Bytes;
 use crossbeam_channel::{Receiver, Sender};
 use parking_lot::{Mutex, RwLock};
 
 use crate::error::{EngineError, Result};
 use crate::layout::{self, FieldType, FLUSHED_TABLE, SERIES_ID, SERIES_TABLE, TIME};
 use crate::pool::{Conn, Pool};
+use crate::stream::SchemaCache;
 use crate::{ipc, loader, metrics, snapshot};
 
 /// Engine settings. `pool_size` 0 means one connection per core.
@@ -116,10 +118,11 @@ pub fn flush_age_of(max_age: Duration, shard: u32) -> Duration {
 #[derive(Debug, Clone, Copy)]
 pub struct TableBatchRef<'a> {
     pub measurement: &'a str,
-    /// Arrow IPC stream of points (time, series_id, fields...).
-    pub points_ipc: &'a [u8],
+    /// Arrow IPC stream of points (time, series_id, fields...). Buffered
+    /// columns share these bytes until the flush.
+    pub points_ipc: &'a Bytes,
     /// Arrow IPC stream of the series in the batch (may be empty).
-    pub series_ipc: &'a [u8],
+    pub series_ipc: &'a Bytes,
 }
 
 /// Rows of one measurement waiting for a flush.
@@ -198,6 +201,8 @@ struct Inner {
     /// Field types per measurement across this node's shards, including
     /// fields reserved by `admit` that no flush has created yet.
     catalog: RwLock<HashMap<String, HashMap<String, FieldType>>>,
+    /// Schemas of the IPC streams entries carry, parsed once each.
+    streams: SchemaCache,
     shards: RwLock<HashMap<u32, Arc<ShardState>>>,
     flush_tx: Sender<u32>,
     shutdown: AtomicBool,
@@ -239,6 +244,7 @@ impl Engine {
             cfg,
             pool,
             catalog: RwLock::new(HashMap::new()),
+            streams: SchemaCache::new(),
             shards: RwLock::new(HashMap::new()),
             flush_tx,
             shutdown: AtomicBool::new(false),
@@ -278,6 +284,12 @@ impl Engine {
         })
     }
 
+    /// The schema of an Arrow IPC stream from a write (None for no bytes),
+    /// parsed once per distinct schema and cached.
+    pub fn stream_schema(&self, stream: &[u8]) -> Result<Option<SchemaRef>> {
+        self.inner.streams.schema(stream)
+    }
+
     /// Leader-side check before proposing: validates the batch's Arrow schema
     /// (time Timestamp(ns), series_id UInt64, nullable fields Float64 | Int64 |
     /// UInt64 | Utf8 | Boolean) against the measurement's stored field types and
@@ -311,8 +323,8 @@ impl Engine {
             index,
             &[TableBatchRef {
                 measurement,
-                points_ipc,
-                series_ipc,
+                points_ipc: &Bytes::copy_from_slice(points_ipc),
+                series_ipc: &Bytes::copy_from_slice(series_ipc),
             }],
         )
     }
@@ -595,7 +607,7 @@ impl Inner {
         let mut decoded: Vec<(&str, Vec<RecordBatch>, usize)> = Vec::with_capacity(tables.len());
         let mut series = Vec::new();
         for t in tables {
-            let (schema, batches) = ipc::decode_stream(t.points_ipc)?;
+            let (schema, batches) = self.streams.decode(t.points_ipc)?;
             let mut normalized = Vec::with_capacity(batches.len());
             let mut rows = 0;
             if let Some(schema) = schema {
@@ -610,7 +622,7 @@ impl Inner {
                     }
                 }
             }
-            let (_, s) = ipc::decode_stream(t.series_ipc)?;
+            let (_, s) = self.streams.decode(t.series_ipc)?;
             for b in s.iter().filter(|b| b.num_rows() > 0) {
                 series.push(align(b, &series_schema)?);
             }

@@ -17,6 +17,7 @@ pub mod loader;
 pub mod metrics;
 pub mod pool;
 pub mod snapshot;
+pub mod stream;
 
 pub use engine::{Engine, EngineConfig, TableBatchRef};
 pub use error::{EngineError, Result};

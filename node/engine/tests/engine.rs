@@ -7,6 +7,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use arrow_schema::{DataType, Field, Schema, TimeUnit};
+use bytes::Bytes;
 use common::{chdb_dir, col_strings, scalar};
 use shardhouse_engine::testdata::{encode_points, encode_series, FieldValue, PointRow};
 use shardhouse_engine::{Engine, EngineConfig, EngineError, TableBatchRef};
@@ -453,13 +454,13 @@ fn one_entry_carries_several_tables_all_or_nothing() {
         &[
             TableBatchRef {
                 measurement: "cpu",
-                points_ipc: &cpu,
-                series_ipc: &[],
+                points_ipc: &Bytes::from(cpu),
+                series_ipc: &Bytes::new(),
             },
             TableBatchRef {
                 measurement: "mem",
-                points_ipc: &mem,
-                series_ipc: &[],
+                points_ipc: &Bytes::from(mem),
+                series_ipc: &Bytes::new(),
             },
         ],
     )
@@ -473,18 +474,18 @@ fn one_entry_carries_several_tables_all_or_nothing() {
             &[
                 TableBatchRef {
                     measurement: "cpu",
-                    points_ipc: &more_cpu,
-                    series_ipc: &[],
+                    points_ipc: &Bytes::from(more_cpu),
+                    series_ipc: &Bytes::new(),
                 },
                 TableBatchRef {
                     measurement: "mem",
-                    points_ipc: b"not an arrow stream",
-                    series_ipc: &[],
+                    points_ipc: &Bytes::from_static(b"not an arrow stream"),
+                    series_ipc: &Bytes::new(),
                 },
             ],
         )
         .expect_err("an undecodable table fails the entry");
-    assert!(!err.to_string().is_empty());
+    assert!(err.to_string().contains("Arrow IPC"), "{err}");
     e.flush_all().unwrap();
     assert_eq!(count_final(e, shard, "cpu"), 1);
     assert_eq!(count_final(e, shard, "mem"), 2);

@@ -12,6 +12,7 @@ pub mod http;
 pub mod metrics;
 pub mod options;
 pub mod preload;
+pub mod priority;
 pub mod server;
 pub mod services;
 pub mod state_machine;

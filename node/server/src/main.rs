@@ -5,6 +5,12 @@ use clap::Parser;
 use shardhouse_node::{server, Cli, NodeOptions};
 use std::io::{IsTerminal, Write};
 
+// jemalloc rather than glibc malloc: apply threads allocate the columns that
+// flush threads free, and glibc's arenas fragmented under that pattern
+// (_int_malloc was ~6% of the node's CPU at RF=3; see docs/benchmarks.md).
+#[global_allocator]
+static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[allow(clippy::print_stdout)]
 fn print_ready(l: &server::Listening) {
     // Exactly one line on stdout: tests and scripts wait for it.

@@ -41,6 +41,9 @@ pub struct NodeOptions {
     pub raft_heartbeat_ticks: usize,
     /// TTL of the etcd lease under which `nodes/<id>` is registered.
     pub lease_ttl_secs: i64,
+    /// Nice value for threads off the write path (chDB flushes and merges,
+    /// RocksDB compactions); 0 leaves every thread at normal priority.
+    pub background_nice: i32,
 }
 
 impl Default for NodeOptions {
@@ -65,6 +68,7 @@ impl Default for NodeOptions {
             raft_election_ticks: 10,
             raft_heartbeat_ticks: 3,
             lease_ttl_secs: 10,
+            background_nice: 10,
         }
     }
 }
@@ -156,6 +160,9 @@ pub struct Cli {
     pub raft_heartbeat_ticks: Option<usize>,
     #[arg(long, env = "SHARDHOUSE_NODE_LEASE_TTL_SECS")]
     pub lease_ttl_secs: Option<i64>,
+    /// Nice value (0..=19) for threads off the write path; 0 disables.
+    #[arg(long, env = "SHARDHOUSE_NODE_BACKGROUND_NICE")]
+    pub background_nice: Option<i32>,
 }
 
 impl NodeOptions {
@@ -203,7 +210,8 @@ impl NodeOptions {
             raft_tick_ms,
             raft_election_ticks,
             raft_heartbeat_ticks,
-            lease_ttl_secs
+            lease_ttl_secs,
+            background_nice
         );
         if cli.chdb_dir.is_some() {
             self.chdb_dir = cli.chdb_dir;
@@ -241,6 +249,12 @@ impl NodeOptions {
         }
         if self.max_inflight_bytes == 0 || self.max_inflight_bytes_per_shard == 0 {
             return bad("in-flight byte limits must be > 0".into());
+        }
+        if !(0..=19).contains(&self.background_nice) {
+            return bad(format!(
+                "--background-nice {} must be 0..=19 (0 keeps every thread at normal priority)",
+                self.background_nice
+            ));
         }
         if self.raft_tick_ms == 0 || self.raft_heartbeat_ticks == 0 {
             return bad("--raft-tick-ms and --raft-heartbeat-ticks must be > 0".into());

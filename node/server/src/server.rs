@@ -87,6 +87,8 @@ pub async fn run(
             .map_err(|e| NodeError::Serve(e.to_string()))??
     };
     transport.attach_wal(&wal);
+    crate::priority::spawn_sweeper(opts.background_nice, Duration::from_secs(1))
+        .map_err(|e| NodeError::Serve(format!("cannot start the priority sweeper: {e}")))?;
 
     let ctx = Arc::new(NodeContext {
         node_id: opts.node_id,

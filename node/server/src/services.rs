@@ -53,11 +53,16 @@ impl NodeService {
             });
         }
         for t in &tables {
-            let schema = match arrow_ipc::reader::StreamReader::try_new(
-                std::io::Cursor::new(&t.points_ipc[..]),
-                None,
-            ) {
-                Ok(reader) => reader.schema(),
+            let schema = match ctx.engine.stream_schema(&t.points_ipc) {
+                Ok(Some(schema)) => schema,
+                Ok(None) => {
+                    return WriteResult::Rejected(Rejected {
+                        reason: format!(
+                            "points_ipc of measurement {:?} is empty; send an Arrow IPC stream",
+                            t.measurement
+                        ),
+                    })
+                }
                 Err(e) => {
                     return WriteResult::Rejected(Rejected {
                         reason: format!(

@@ -1,6 +1,7 @@
 //! What the WAL applies committed entries to: decode the `WalEntry` envelope
 //! the leader wrote and hand its Arrow bytes to the engine untouched.
 
+use bytes::Bytes;
 use prost::Message as _;
 use shardhouse_common::proto::WalEntry;
 use shardhouse_engine::{Engine, TableBatchRef};
@@ -18,12 +19,13 @@ impl EngineStateMachine {
 }
 
 impl StateMachine for EngineStateMachine {
-    fn apply(&self, shard: ShardId, index: u64, data: &[u8]) -> Result<(), String> {
+    fn apply(&self, shard: ShardId, index: u64, data: &Bytes) -> Result<(), String> {
         // Leaders append an empty entry on election; there is nothing to store.
         if data.is_empty() {
             return Ok(());
         }
-        let entry = WalEntry::decode(data)
+        // Decoding from `Bytes` slices the IPC payloads out of the entry.
+        let entry = WalEntry::decode(data.clone())
             .map_err(|e| format!("shard {shard} index {index}: bad WalEntry: {e}"))?;
         let mut tables: Vec<TableBatchRef<'_>> = entry
             .tables

@@ -41,7 +41,7 @@ struct NullSm {
 }
 
 impl StateMachine for NullSm {
-    fn apply(&self, shard: ShardId, index: u64, data: &[u8]) -> Result<(), String> {
+    fn apply(&self, shard: ShardId, index: u64, data: &bytes::Bytes) -> Result<(), String> {
         self.bytes.fetch_add(data.len() as u64, Ordering::Relaxed);
         self.applied.lock().insert(shard, index);
         Ok(())

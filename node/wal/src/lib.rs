@@ -113,7 +113,12 @@ pub trait Transport: Send + Sync + 'static {
 pub trait StateMachine: Send + Sync + 'static {
     /// Called in index order per shard, from WAL apply threads (blocking is
     /// OK there). Only entries carrying caller data are passed.
-    fn apply(&self, shard: ShardId, index: u64, data: &[u8]) -> std::result::Result<(), String>;
+    fn apply(
+        &self,
+        shard: ShardId,
+        index: u64,
+        data: &bytes::Bytes,
+    ) -> std::result::Result<(), String>;
     /// Highest index whose effects are durable in the state machine. The
     /// log is compacted up to it, and on restart entries above it are
     /// applied again.

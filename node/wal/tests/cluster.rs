@@ -164,7 +164,7 @@ impl MemSm {
 }
 
 impl StateMachine for MemSm {
-    fn apply(&self, shard: ShardId, index: u64, data: &[u8]) -> Result<(), String> {
+    fn apply(&self, shard: ShardId, index: u64, data: &bytes::Bytes) -> Result<(), String> {
         let mut g = self.shards.lock();
         let s = g.entry(shard).or_default();
         if let Some(last) = s.entries.last() {

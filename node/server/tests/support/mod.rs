@@ -497,8 +497,8 @@ impl Router {
                 shard,
                 request_id: String::new(),
                 measurement: measurement.into(),
-                points_ipc: points_ipc.clone(),
-                series_ipc: vec![],
+                points_ipc: points_ipc.clone().into(),
+                series_ipc: Default::default(),
                 shard_map_epoch: 0,
                 tables: Vec::new(),
             };
