@@ -15,7 +15,7 @@ use std::ops::Range;
 use arrow_array::RecordBatch;
 use arrow_buffer::Buffer;
 use arrow_ipc::reader::read_record_batch;
-use arrow_ipc::MessageHeader;
+use arrow_ipc::{Message, MessageHeader};
 use arrow_schema::{ArrowError, SchemaRef};
 use bytes::Bytes;
 use parking_lot::RwLock;
@@ -47,7 +47,7 @@ impl SchemaCache {
         let mut pos = 0;
         match next_message(stream, &mut pos)? {
             None => Ok(None),
-            Some(m) => self.schema_of(&stream[m.meta]).map(Some),
+            Some(m) => self.schema_of(&stream[m.meta], &m.message).map(Some),
         }
     }
 
@@ -58,14 +58,13 @@ impl SchemaCache {
         let Some(first) = next_message(stream, &mut pos)? else {
             return Ok((None, Vec::new()));
         };
-        let schema = self.schema_of(&stream[first.meta])?;
+        let schema = self.schema_of(&stream[first.meta], &first.message)?;
         let mut batches = Vec::new();
         while let Some(m) = next_message(stream, &mut pos)? {
-            let message = arrow_ipc::root_as_message(&stream[m.meta])
-                .map_err(|e| bad(format!("message metadata: {e}")))?;
-            match message.header_type() {
+            match m.message.header_type() {
                 MessageHeader::RecordBatch => {
-                    let header = message
+                    let header = m
+                        .message
                         .header_as_record_batch()
                         .ok_or_else(|| bad("record batch message without a header".into()))?;
                     let body = Buffer::from(stream.slice(m.body));
@@ -75,7 +74,7 @@ impl SchemaCache {
                         schema.clone(),
                         &HashMap::new(),
                         None,
-                        &message.version(),
+                        &m.message.version(),
                     )?);
                 }
                 MessageHeader::DictionaryBatch => {
@@ -93,12 +92,11 @@ impl SchemaCache {
         Ok((Some(schema), batches))
     }
 
-    fn schema_of(&self, meta: &[u8]) -> Result<SchemaRef> {
+    /// The schema in `message`, whose metadata bytes are `meta`.
+    fn schema_of(&self, meta: &[u8], message: &Message<'_>) -> Result<SchemaRef> {
         if let Some(s) = self.schemas.read().get(meta) {
             return Ok(s.clone());
         }
-        let message =
-            arrow_ipc::root_as_message(meta).map_err(|e| bad(format!("schema metadata: {e}")))?;
         let fb = message
             .header_as_schema()
             .ok_or_else(|| bad("a stream must start with its schema".into()))?;
@@ -112,15 +110,17 @@ impl SchemaCache {
     }
 }
 
-/// Where one encapsulated message's metadata and body lie in the stream.
-struct MessageSpan {
+/// One encapsulated message: its parsed (and verified) metadata, and where
+/// its metadata and body lie in the stream.
+struct MessageSpan<'a> {
+    message: Message<'a>,
     meta: Range<usize>,
     body: Range<usize>,
 }
 
 /// The next message at `*pos` (None at the end-of-stream marker or at the
 /// end of the bytes), advancing `*pos` past it.
-fn next_message(stream: &[u8], pos: &mut usize) -> Result<Option<MessageSpan>> {
+fn next_message<'a>(stream: &'a [u8], pos: &mut usize) -> Result<Option<MessageSpan<'a>>> {
     let word = |at: usize| -> Result<u32> {
         let b = stream
             .get(at..at + 4)
@@ -158,7 +158,11 @@ fn next_message(stream: &[u8], pos: &mut usize) -> Result<Option<MessageSpan>> {
         )));
     }
     *pos = body.end;
-    Ok(Some(MessageSpan { meta, body }))
+    Ok(Some(MessageSpan {
+        message,
+        meta,
+        body,
+    }))
 }
 
 fn bad(what: String) -> EngineError {
