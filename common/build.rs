@@ -7,6 +7,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // WalEntry from a `Bytes` buffer slices it instead of copying the
         // points (the copies were ~5% of a node's CPU at RF=3).
         .bytes(".shardhouse.node.v1.WriteRequest")
+        .bytes(".shardhouse.node.v1.WriteManyRequest")
         .bytes(".shardhouse.node.v1.TableBatch")
         .bytes(".shardhouse.node.v1.WalEntry")
         .compile_protos(

@@ -14,8 +14,9 @@
 #
 # Knobs: POINT_RATES (points/s per step, comma separated), BATCH (points per
 # request), DATASET (low|100k|1m), PROTOCOL (line|msgpack|...), STEP_SECS,
-# SHARDS, MAX_INFLIGHT, OUT (directory for JSON, metrics and logs),
-# SKIP_QUESTDB=1.
+# SHARDS (default: one per node, i.e. 1 for RF=1 and 3 for RF=3; see
+# docs/benchmarks.md for what more shards per node cost), MAX_INFLIGHT, OUT
+# (directory for JSON, metrics and logs), SKIP_QUESTDB=1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib/cluster.sh
@@ -23,12 +24,12 @@ source scripts/lib/cluster.sh
 # shellcheck source=scripts/lib/questdb.sh
 source scripts/lib/questdb.sh
 
-POINT_RATES=${POINT_RATES:-25000,50000,100000,150000,200000,250000,300000,400000}
+POINT_RATES=${POINT_RATES:-25000,50000,100000,150000,200000,250000,300000,400000,500000}
 BATCH=${BATCH:-1000}
 DATASET=${DATASET:-low}
 PROTOCOL=${PROTOCOL:-line}
 STEP_SECS=${STEP_SECS:-10}
-SHARDS=${SHARDS:-8}
+SHARDS=${SHARDS:-}
 MAX_INFLIGHT=${MAX_INFLIGHT:-256}
 OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/shardhouse-bench-e2e.XXXXXX")}
 mkdir -p "$OUT"
@@ -99,10 +100,11 @@ PY
 
 run_cluster() { # NAME NODES RF
   local name=$1 nodes=$2 rf=$3
-  log "== $name: $nodes node(s), RF=$rf, $SHARDS shards"
+  local shards=${SHARDS:-$nodes}
+  log "== $name: $nodes node(s), RF=$rf, $shards shards"
   sh_cluster_init "$OUT/$name-data" "$nodes"
   sh_start_etcd
-  sh_start_nodes "$SHARDS" "$rf"
+  sh_start_nodes "$shards" "$rf"
   sh_start_router
   sh_wait_writable || { log "$name cluster never became writable"; sh_stop_all; return 1; }
   ramp "e2e_$name" "http://$SH_ROUTER_HTTP" --pid-dir "$SH_DATA/pids" || true

@@ -6,6 +6,7 @@ use crate::batch::ShardBatch;
 use crate::coalesce::{self, Pending};
 use crate::error::{Error, Result};
 use crate::metrics;
+use crate::node_mux;
 use parking_lot::{Mutex, RwLock};
 use shardhouse_common::proto::node_client::NodeClient;
 use shardhouse_common::proto::{write_response, QueryRequest, TableBatch, WriteRequest};
@@ -39,11 +40,20 @@ pub struct Cluster {
     max_coalesce_bytes: usize,
     /// Requests waiting in shard queues for a free write slot.
     queued: Arc<AtomicUsize>,
+    /// Per-node call queues (see `node_mux`), created on first use.
+    node_queues: Mutex<HashMap<String, mpsc::UnboundedSender<node_mux::Queued>>>,
+    /// Node calls in flight per node; 0 sends every shard write as its own
+    /// Node.Write.
+    max_node_rpcs: usize,
+    /// Shard writes waiting in node queues for a call.
+    node_waiting: Arc<AtomicUsize>,
 }
 
 /// Defaults for [`Cluster::with_write_coalescing`].
 pub const DEFAULT_MAX_SHARD_RPCS: usize = 4;
 pub const DEFAULT_MAX_COALESCE_BYTES: usize = 16 << 20;
+/// Default for [`Cluster::with_node_batching`].
+pub const DEFAULT_MAX_NODE_RPCS: usize = 4;
 
 impl Cluster {
     pub fn new(
@@ -65,7 +75,18 @@ impl Cluster {
             max_shard_rpcs: DEFAULT_MAX_SHARD_RPCS,
             max_coalesce_bytes: DEFAULT_MAX_COALESCE_BYTES,
             queued: Arc::default(),
+            node_queues: Mutex::default(),
+            max_node_rpcs: DEFAULT_MAX_NODE_RPCS,
+            node_waiting: Arc::default(),
         }
+    }
+
+    /// How many calls per node may be in flight from this router; shard
+    /// writes queued meanwhile go together as one Node.WriteMany. 0 turns
+    /// batching off (one Node.Write per shard write).
+    pub fn with_node_batching(mut self, max_node_rpcs: usize) -> Cluster {
+        self.max_node_rpcs = max_node_rpcs;
+        self
     }
 
     /// How many writes per shard may be in flight from this router
@@ -239,13 +260,9 @@ impl Cluster {
                 });
             }
             attempt += 1;
-            let mut req = tonic::Request::new(write_request(shard, batches, request_id, map.epoch));
-            req.set_timeout(deadline - now);
-            let answer = match self.node_client(&target.1) {
-                Ok(mut c) => c.write(req).await,
-                Err(e) => Err(tonic::Status::internal(e.to_string())),
-            };
-            let backoff = match answer.map(|r| r.into_inner().result) {
+            let req = write_request(shard, batches, request_id, map.epoch);
+            let answer = self.call_write(&target.1, req, deadline).await;
+            let backoff = match answer.map(|r| r.result) {
                 Ok(Some(write_response::Result::Committed(_))) => {
                     self.leaders.lock().insert(shard, target.clone());
                     return Ok(());
@@ -309,6 +326,71 @@ impl Cluster {
                     map = m;
                 }
             }
+        }
+    }
+
+    /// Sends one shard write to the node at `addr`: through the node's
+    /// batching queue, or as its own Node.Write when batching is off.
+    async fn call_write(
+        &self,
+        addr: &str,
+        req: WriteRequest,
+        deadline: Instant,
+    ) -> node_mux::Answer {
+        let mut client = self
+            .node_client(addr)
+            .map_err(|e| tonic::Status::internal(e.to_string()))?;
+        if self.max_node_rpcs == 0 {
+            let mut call = tonic::Request::new(req);
+            call.set_timeout(deadline.saturating_duration_since(Instant::now()));
+            return client.write(call).await.map(tonic::Response::into_inner);
+        }
+        let (done, rx) = oneshot::channel();
+        let queued = node_mux::Queued {
+            req,
+            deadline,
+            done,
+        };
+        let spawn = |client| {
+            node_mux::spawn(
+                client,
+                self.max_node_rpcs,
+                self.max_coalesce_bytes,
+                self.node_waiting.clone(),
+            )
+        };
+        self.node_waiting.fetch_add(1, Ordering::AcqRel);
+        let sent = {
+            let mut queues = self.node_queues.lock();
+            let q = queues
+                .entry(addr.to_owned())
+                .or_insert_with(|| spawn(client.clone()));
+            match q.send(queued) {
+                Ok(()) => Ok(()),
+                Err(mpsc::error::SendError(back)) => {
+                    // The queue task is gone (its runtime stopped): start a
+                    // new one for this and later writes.
+                    let fresh = spawn(client);
+                    let r = fresh.send(back).map_err(|_| ());
+                    *q = fresh;
+                    r
+                }
+            }
+        };
+        if sent.is_err() {
+            self.node_waiting.fetch_sub(1, Ordering::AcqRel);
+            return Err(tonic::Status::unavailable(format!(
+                "the write queue of node {addr} is closed"
+            )));
+        }
+        match tokio::time::timeout_at(deadline, rx).await {
+            Ok(Ok(answer)) => answer,
+            Ok(Err(_)) => Err(tonic::Status::internal(format!(
+                "the write queue of node {addr} stopped before answering"
+            ))),
+            Err(_) => Err(tonic::Status::deadline_exceeded(format!(
+                "no answer from node {addr} before the request deadline"
+            ))),
         }
     }
 
@@ -404,6 +486,11 @@ impl Cluster {
     /// Shard requests waiting for a write slot right now (all shards).
     pub fn queued_requests(&self) -> usize {
         self.queued.load(Ordering::Acquire)
+    }
+
+    /// Shard writes waiting in node queues for a call right now.
+    pub fn queued_node_writes(&self) -> usize {
+        self.node_waiting.load(Ordering::Acquire)
     }
 
     /// Sends one coalesced group and answers each member.

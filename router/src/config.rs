@@ -32,6 +32,10 @@ pub struct RouterOptions {
     pub max_shard_rpcs: usize,
     /// Largest coalesced write in bytes (a larger single request goes alone).
     pub max_coalesce_bytes: usize,
+    /// Calls in flight per node; shard writes for a node that queue
+    /// meanwhile go together as one Node.WriteMany. 0 = one call per shard
+    /// write.
+    pub max_node_rpcs: usize,
     /// Series per database (0 = unlimited, not tracked).
     pub max_series_per_db: usize,
     /// Deadline of a write, including retries at new leaders.
@@ -53,6 +57,7 @@ impl Default for RouterOptions {
             max_shard_inflight_bytes: 128 << 20,
             max_shard_rpcs: crate::cluster::DEFAULT_MAX_SHARD_RPCS,
             max_coalesce_bytes: crate::cluster::DEFAULT_MAX_COALESCE_BYTES,
+            max_node_rpcs: crate::cluster::DEFAULT_MAX_NODE_RPCS,
             max_series_per_db: 10_000_000,
             request_timeout_ms: 10_000,
             retry_after_secs: 1,
@@ -97,6 +102,8 @@ pub struct Flags {
     pub max_shard_rpcs: Option<usize>,
     #[arg(long, env = "SHARDHOUSE_ROUTER_MAX_COALESCE_BYTES")]
     pub max_coalesce_bytes: Option<usize>,
+    #[arg(long, env = "SHARDHOUSE_ROUTER_MAX_NODE_RPCS")]
+    pub max_node_rpcs: Option<usize>,
     #[arg(long, env = "SHARDHOUSE_ROUTER_MAX_SERIES_PER_DB")]
     pub max_series_per_db: Option<usize>,
     #[arg(long, env = "SHARDHOUSE_ROUTER_REQUEST_TIMEOUT_MS")]
@@ -136,6 +143,7 @@ impl RouterOptions {
             max_shard_inflight_bytes,
             max_shard_rpcs,
             max_coalesce_bytes,
+            max_node_rpcs,
             max_series_per_db,
             request_timeout_ms
         );

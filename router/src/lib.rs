@@ -13,6 +13,7 @@ pub mod grpc;
 pub mod http;
 pub mod ingest;
 pub mod metrics;
+pub mod node_mux;
 pub mod query;
 
 pub use error::{Error, Result};

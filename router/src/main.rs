@@ -30,7 +30,8 @@ async fn main() -> anyhow::Result<()> {
             options.max_shard_inflight_bytes,
             Duration::from_secs(options.retry_after_secs.max(1)),
         )
-        .with_write_coalescing(options.max_shard_rpcs, options.max_coalesce_bytes),
+        .with_write_coalescing(options.max_shard_rpcs, options.max_coalesce_bytes)
+        .with_node_batching(options.max_node_rpcs),
     );
     tokio::spawn(watch_shard_map(
         cluster.clone(),

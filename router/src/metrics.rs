@@ -83,6 +83,13 @@ pub static COALESCED_REQUESTS: LazyLock<Histogram> = LazyLock::new(|| {
         vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0]
     ))
 });
+pub static NODE_CALL_WRITES: LazyLock<Histogram> = LazyLock::new(|| {
+    must!(register_histogram!(
+        "shardhouse_router_node_call_writes",
+        "Shard writes carried by one call to a node (per-node batching)",
+        vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0]
+    ))
+});
 pub static WRITE_SECONDS: LazyLock<HistogramVec> = LazyLock::new(|| {
     must!(register_histogram_vec!(
         "shardhouse_router_write_seconds",
@@ -116,6 +123,7 @@ pub fn init() {
     LazyLock::force(&BATCH_BUILD_SECONDS);
     LazyLock::force(&FORWARD_SECONDS);
     LazyLock::force(&COALESCED_REQUESTS);
+    LazyLock::force(&NODE_CALL_WRITES);
     LazyLock::force(&WRITE_SECONDS);
     LazyLock::force(&INFLIGHT_BYTES);
     LazyLock::force(&SERIES_CARDINALITY);

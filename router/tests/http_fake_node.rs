@@ -5,7 +5,7 @@ use arrow_array::{Array, RecordBatch, UInt64Array};
 use shardhouse_common::proto::node_server::{Node, NodeServer};
 use shardhouse_common::proto::{
     write_response, Committed, NotLeader, Overloaded, QueryRequest, QueryResponse, Rejected,
-    WriteRequest, WriteResponse,
+    WriteManyRequest, WriteManyResponse, WriteRequest, WriteResponse,
 };
 use shardhouse_common::shard_map::{NodeInfo, ShardMap};
 use shardhouse_router::cluster::Cluster;
@@ -36,6 +36,12 @@ struct FakeState {
     writes: Vec<WriteRequest>,
     /// Node.Write calls that committed (a coalesced one counts once).
     rpcs: usize,
+    /// Shard writes per incoming call, in arrival order (1 for a Write).
+    calls: Vec<usize>,
+    /// Answer WriteMany with Unimplemented, like a node from before it.
+    no_write_many: bool,
+    /// WriteMany calls refused because of `no_write_many`.
+    refused_many: usize,
 }
 
 #[derive(Clone, Default)]
@@ -52,13 +58,9 @@ fn decode(ipc: &[u8]) -> Vec<RecordBatch> {
         .collect()
 }
 
-#[tonic::async_trait]
-impl Node for FakeNode {
-    async fn write(
-        &self,
-        req: tonic::Request<WriteRequest>,
-    ) -> Result<tonic::Response<WriteResponse>, tonic::Status> {
-        let req = req.into_inner();
+impl FakeNode {
+    /// One shard write, answered as the scripted mode says.
+    async fn write_one(&self, req: WriteRequest) -> WriteResponse {
         let mode = self.state.lock().await.mode.clone();
         self.arrived.notify_one();
         let result = match mode {
@@ -108,9 +110,38 @@ impl Node for FakeNode {
                 write_response::Result::Committed(Committed { index: 1, term: 1 })
             }
         };
-        Ok(tonic::Response::new(WriteResponse {
+        WriteResponse {
             result: Some(result),
-        }))
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl Node for FakeNode {
+    async fn write(
+        &self,
+        req: tonic::Request<WriteRequest>,
+    ) -> Result<tonic::Response<WriteResponse>, tonic::Status> {
+        self.state.lock().await.calls.push(1);
+        Ok(tonic::Response::new(self.write_one(req.into_inner()).await))
+    }
+
+    async fn write_many(
+        &self,
+        req: tonic::Request<WriteManyRequest>,
+    ) -> Result<tonic::Response<WriteManyResponse>, tonic::Status> {
+        let writes = req.into_inner().writes;
+        {
+            let mut st = self.state.lock().await;
+            if st.no_write_many {
+                st.refused_many += 1;
+                return Err(tonic::Status::unimplemented("WriteMany"));
+            }
+            st.calls.push(writes.len());
+        }
+        let results =
+            futures::future::join_all(writes.into_iter().map(|w| self.write_one(w))).await;
+        Ok(tonic::Response::new(WriteManyResponse { results }))
     }
 
     /// Answers `SELECT * FROM <m>` with every stored points batch of the
@@ -243,7 +274,8 @@ async fn harness(nodes: usize, shards: u32, tweak: impl FnOnce(&mut RouterOption
             opts.max_shard_inflight_bytes,
             Duration::from_secs(1),
         )
-        .with_write_coalescing(opts.max_shard_rpcs, opts.max_coalesce_bytes),
+        .with_write_coalescing(opts.max_shard_rpcs, opts.max_coalesce_bytes)
+        .with_node_batching(opts.max_node_rpcs),
     );
     cluster.set_shard_map(ShardMap::initial(shards, 1, infos));
     let router = shardhouse_router::start(opts, cluster.clone())
@@ -831,4 +863,88 @@ async fn ping_health_ready_and_metrics() {
             .status(),
         400
     );
+}
+
+/// Holds a one-point write at the single fake node (one call in flight per
+/// node), then sends a request whose points fall in all four shards and
+/// waits until its four shard writes queue behind the held call.
+async fn fan_out_behind_a_held_call(
+    h: &Arc<Harness>,
+) -> (Arc<Notify>, Vec<tokio::task::JoinHandle<reqwest::Response>>) {
+    let hold = Arc::new(Notify::new());
+    h.nodes[0].set_mode(Mode::Hold(hold.clone())).await;
+    let arrived = h.nodes[0].arrived.notified();
+    let first = {
+        let h = h.clone();
+        tokio::spawn(async move { h.post("/write?db=d", "cpu,host=a v=1 1\n").await })
+    };
+    arrived.await;
+    let body: String = (0..40)
+        .map(|i| format!("cpu,host=h{i} v={i} {i}\n"))
+        .collect();
+    let second = {
+        let h = h.clone();
+        tokio::spawn(async move { h.post("/write?db=d", body).await })
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while h.cluster.queued_node_writes() < 4 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "shard writes never queued behind the held call ({} queued)",
+            h.cluster.queued_node_writes()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    (hold, vec![first, second])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shard_writes_for_one_node_leave_as_one_call() {
+    let h = Arc::new(harness(1, 4, |o| o.max_node_rpcs = 1).await);
+    let (hold, pending) = fan_out_behind_a_held_call(&h).await;
+    h.nodes[0].set_mode(Mode::Commit).await;
+    hold.notify_one();
+    for p in pending {
+        assert_eq!(p.await.unwrap().status(), 204);
+    }
+    let calls = h.nodes[0].state.lock().await.calls.clone();
+    assert_eq!(
+        calls,
+        vec![1, 4],
+        "the held write alone, then the second request's four shard writes in one WriteMany"
+    );
+    let shards: std::collections::BTreeSet<u32> =
+        h.nodes[0].writes().await.iter().map(|w| w.shard).collect();
+    assert_eq!(shards.len(), 4, "every shard got its own write: {shards:?}");
+    assert_eq!(h.total_rows().await, 41, "every point committed once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_without_write_many_gets_single_writes() {
+    let h = Arc::new(harness(1, 4, |o| o.max_node_rpcs = 1).await);
+    h.nodes[0].state.lock().await.no_write_many = true;
+    let (hold, pending) = fan_out_behind_a_held_call(&h).await;
+    h.nodes[0].set_mode(Mode::Commit).await;
+    hold.notify_one();
+    for p in pending {
+        assert_eq!(p.await.unwrap().status(), 204);
+    }
+    let st = h.nodes[0].state.lock().await;
+    assert_eq!(st.refused_many, 1, "WriteMany was tried once");
+    assert_eq!(st.calls, vec![1, 1, 1, 1, 1], "then each shard write alone");
+    drop(st);
+    assert_eq!(h.total_rows().await, 41, "every point committed once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_batching_off_sends_one_write_per_shard() {
+    let h = Arc::new(harness(1, 4, |o| o.max_node_rpcs = 0).await);
+    let body: String = (0..40)
+        .map(|i| format!("cpu,host=h{i} v={i} {i}\n"))
+        .collect();
+    assert_eq!(h.post("/write?db=d", body).await.status(), 204);
+    let st = h.nodes[0].state.lock().await;
+    assert_eq!(st.calls, vec![1, 1, 1, 1], "one Node.Write per shard");
+    drop(st);
+    assert_eq!(h.total_rows().await, 40);
 }

@@ -10,7 +10,8 @@ use shardhouse_common::proto::{
     self, admin_client::AdminClient, write_response::Result as WriteResult, AdminReply,
     ChangeReplicaRequest, CreateReplicaRequest, Overloaded, Peer, QueryRequest, QueryResponse,
     RaftBatch, RaftDone, Rejected, ShardStatesReply, ShardStatesRequest, ShardUnavailable,
-    SnapshotChunk, TableBatch, TransferLeaderRequest, WalEntry, WriteRequest, WriteResponse,
+    SnapshotChunk, TableBatch, TransferLeaderRequest, WalEntry, WriteManyRequest,
+    WriteManyResponse, WriteRequest, WriteResponse,
 };
 use shardhouse_wal::{Role, ShardStatus, WalError};
 use std::sync::Arc;
@@ -28,6 +29,20 @@ pub struct NodeService {
 impl NodeService {
     pub fn new(ctx: Arc<NodeContext>) -> Self {
         NodeService { ctx }
+    }
+
+    async fn write_one(&self, req: WriteRequest) -> WriteResponse {
+        let m = metrics();
+        let timer = m.write_seconds.start_timer();
+        let res = self.write_inner(req).await;
+        let label = result_label(&res);
+        if label == result::COMMITTED {
+            timer.observe_duration();
+        } else {
+            timer.stop_and_discard();
+        }
+        m.writes_total.with_label_values(&[label]).inc();
+        WriteResponse { result: Some(res) }
     }
 
     async fn write_inner(&self, req: WriteRequest) -> WriteResult {
@@ -154,17 +169,19 @@ impl proto::node_server::Node for NodeService {
         &self,
         request: Request<WriteRequest>,
     ) -> Result<Response<WriteResponse>, Status> {
-        let m = metrics();
-        let timer = m.write_seconds.start_timer();
-        let res = self.write_inner(request.into_inner()).await;
-        let label = result_label(&res);
-        if label == result::COMMITTED {
-            timer.observe_duration();
-        } else {
-            timer.stop_and_discard();
-        }
-        m.writes_total.with_label_values(&[label]).inc();
-        Ok(Response::new(WriteResponse { result: Some(res) }))
+        Ok(Response::new(self.write_one(request.into_inner()).await))
+    }
+
+    async fn write_many(
+        &self,
+        request: Request<WriteManyRequest>,
+    ) -> Result<Response<WriteManyResponse>, Status> {
+        let writes = request.into_inner().writes;
+        // Concurrently: the shards' proposals reach the poll threads
+        // together and share their fsyncs.
+        let results =
+            futures::future::join_all(writes.into_iter().map(|w| self.write_one(w))).await;
+        Ok(Response::new(WriteManyResponse { results }))
     }
 
     async fn query(
