@@ -63,7 +63,8 @@ stages() {
 import sys, re, collections
 name, files = sys.argv[1], sys.argv[2:]
 want = ["shardhouse_router_parse_seconds", "shardhouse_router_series_hash_seconds",
-        "shardhouse_router_batch_build_seconds", "shardhouse_router_forward_seconds",
+        "shardhouse_router_batch_build_seconds", "shardhouse_router_queue_wait_seconds",
+        "shardhouse_router_forward_seconds",
         "shardhouse_router_write_seconds", "shardhouse_node_write_seconds",
         "shardhouse_wal_append_seconds", "shardhouse_wal_commit_seconds",
         "shardhouse_engine_flush_seconds", "shardhouse_wal_group_commit_entries"]

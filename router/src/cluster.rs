@@ -444,6 +444,7 @@ impl Cluster {
             request_id,
             deadline,
             done,
+            queued_at: Instant::now(),
         };
         if self.queue(shard).send(pending).is_err() {
             self.queued.fetch_sub(1, Ordering::AcqRel);
@@ -507,6 +508,10 @@ impl Cluster {
         let Some(deadline) = live.iter().map(|p| p.deadline).max() else {
             return;
         };
+        for p in &live {
+            metrics::QUEUE_WAIT_SECONDS
+                .observe(now.saturating_duration_since(p.queued_at).as_secs_f64());
+        }
         metrics::COALESCED_REQUESTS.observe(live.len() as f64);
         let refs: Vec<&ShardBatch> = live.iter().flat_map(|p| p.batches.iter()).collect();
         let id = coalesce::group_request_id(live.iter().map(|p| p.request_id.as_str()));

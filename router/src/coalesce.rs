@@ -24,6 +24,8 @@ pub struct Pending {
     pub request_id: String,
     pub deadline: Instant,
     pub done: oneshot::Sender<Result<()>>,
+    /// When it entered the shard's queue (for the queue-wait histogram).
+    pub queued_at: Instant,
 }
 
 impl Pending {

@@ -83,6 +83,13 @@ pub static COALESCED_REQUESTS: LazyLock<Histogram> = LazyLock::new(|| {
         vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0]
     ))
 });
+pub static QUEUE_WAIT_SECONDS: LazyLock<Histogram> = LazyLock::new(|| {
+    must!(register_histogram!(
+        "shardhouse_router_queue_wait_seconds",
+        "Time a request's shard batch waited in the shard's queue for a write slot",
+        vec![0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5]
+    ))
+});
 pub static NODE_CALL_WRITES: LazyLock<Histogram> = LazyLock::new(|| {
     must!(register_histogram!(
         "shardhouse_router_node_call_writes",
@@ -124,6 +131,7 @@ pub fn init() {
     LazyLock::force(&FORWARD_SECONDS);
     LazyLock::force(&COALESCED_REQUESTS);
     LazyLock::force(&NODE_CALL_WRITES);
+    LazyLock::force(&QUEUE_WAIT_SECONDS);
     LazyLock::force(&WRITE_SECONDS);
     LazyLock::force(&INFLIGHT_BYTES);
     LazyLock::force(&SERIES_CARDINALITY);
