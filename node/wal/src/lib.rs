@@ -92,7 +92,7 @@ impl Default for WalConfig {
             // they are still in the memtable, so RocksDB never writes them
             // to an SST (flushing and compacting dead entries costs CPU and
             // disk bandwidth the WAL's fsyncs compete with).
-            compact_interval: Duration::from_secs(2),
+            compact_interval: Duration::from_millis(500),
             compact_min_entries: 1,
             poll_threads: 2,
             apply_threads: 2,
