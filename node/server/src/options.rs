@@ -44,6 +44,12 @@ pub struct NodeOptions {
     /// Nice value for threads off the write path (chDB flushes and merges,
     /// RocksDB compactions); 0 leaves every thread at normal priority.
     pub background_nice: i32,
+    /// Threads running the WAL's batched Raft loop; each syncs its own
+    /// RocksDB write batch per round, so fewer threads mean larger fsync
+    /// groups and more shards waiting on each fsync.
+    pub wal_poll_threads: usize,
+    /// Threads applying committed entries to the engine.
+    pub wal_apply_threads: usize,
 }
 
 impl Default for NodeOptions {
@@ -69,6 +75,8 @@ impl Default for NodeOptions {
             raft_heartbeat_ticks: 3,
             lease_ttl_secs: 10,
             background_nice: 10,
+            wal_poll_threads: 2,
+            wal_apply_threads: 2,
         }
     }
 }
@@ -163,6 +171,12 @@ pub struct Cli {
     /// Nice value (0..=19) for threads off the write path; 0 disables.
     #[arg(long, env = "SHARDHOUSE_NODE_BACKGROUND_NICE")]
     pub background_nice: Option<i32>,
+    /// Threads running the WAL's Raft loop (>= 1); each syncs its own batch.
+    #[arg(long, env = "SHARDHOUSE_NODE_WAL_POLL_THREADS")]
+    pub wal_poll_threads: Option<usize>,
+    /// Threads applying committed entries to the engine (>= 1).
+    #[arg(long, env = "SHARDHOUSE_NODE_WAL_APPLY_THREADS")]
+    pub wal_apply_threads: Option<usize>,
 }
 
 impl NodeOptions {
@@ -211,7 +225,9 @@ impl NodeOptions {
             raft_election_ticks,
             raft_heartbeat_ticks,
             lease_ttl_secs,
-            background_nice
+            background_nice,
+            wal_poll_threads,
+            wal_apply_threads
         );
         if cli.chdb_dir.is_some() {
             self.chdb_dir = cli.chdb_dir;
@@ -254,6 +270,13 @@ impl NodeOptions {
             return bad(format!(
                 "--background-nice {} must be 0..=19 (0 keeps every thread at normal priority)",
                 self.background_nice
+            ));
+        }
+        if !(1..=64).contains(&self.wal_poll_threads) || !(1..=64).contains(&self.wal_apply_threads)
+        {
+            return bad(format!(
+                "--wal-poll-threads {} and --wal-apply-threads {} must be 1..=64",
+                self.wal_poll_threads, self.wal_apply_threads
             ));
         }
         if self.raft_tick_ms == 0 || self.raft_heartbeat_ticks == 0 {
@@ -345,6 +368,22 @@ mod tests {
         ])
         .unwrap();
         assert!(NodeOptions::load(bad_rf).is_err());
+    }
+
+    #[test]
+    fn wal_thread_counts_are_bounded() {
+        let parse = |n: &str| {
+            NodeOptions::load(
+                Cli::try_parse_from(["shardhouse-node", "--node-id", "1", "--wal-poll-threads", n])
+                    .unwrap(),
+            )
+        };
+        assert_eq!(parse("1").unwrap().wal_poll_threads, 1);
+        match parse("0") {
+            Err(NodeError::InvalidOptions(m)) => assert!(m.contains("--wal-poll-threads"), "{m}"),
+            other => panic!("0 poll threads accepted: {other:?}"),
+        }
+        assert_eq!(NodeOptions::default().wal_apply_threads, 2);
     }
 
     #[test]

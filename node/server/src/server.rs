@@ -77,6 +77,8 @@ pub async fn run(
         election_ticks: opts.raft_election_ticks,
         heartbeat_ticks: opts.raft_heartbeat_ticks,
         max_inflight_bytes_per_shard: opts.max_inflight_bytes_per_shard,
+        poll_threads: opts.wal_poll_threads,
+        apply_threads: opts.wal_apply_threads,
         ..WalConfig::default()
     };
     let sm = EngineStateMachine::new(Arc::clone(&engine));
