@@ -11,9 +11,9 @@ use parking_lot::{Mutex, RwLock};
 use shardhouse_common::proto::node_client::NodeClient;
 use shardhouse_common::proto::{write_response, QueryRequest, TableBatch, WriteRequest};
 use shardhouse_common::shard_map::{keys, ShardMap};
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
@@ -472,13 +472,18 @@ impl Cluster {
             }
         }
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(drive_shard_queue(
-            Arc::downgrade(self),
-            shard,
+        let cluster = Arc::downgrade(self);
+        tokio::spawn(coalesce::drive_queue(
             rx,
             self.max_shard_rpcs,
             self.max_coalesce_bytes,
+            Pending::bytes,
             self.queued.clone(),
+            false,
+            move |group| {
+                let cluster = cluster.upgrade()?;
+                Some(async move { cluster.write_group(shard, group).await })
+            },
         ));
         queues.insert(shard, tx.clone());
         tx
@@ -679,42 +684,4 @@ fn write_request(
         }
     }
     req
-}
-
-/// A shard's queue task: with a free slot (at most `max_rpcs` writes in
-/// flight), takes everything queued that fits in `max_bytes` and sends it
-/// as one write. Ends when the cluster is dropped.
-async fn drive_shard_queue(
-    cluster: Weak<Cluster>,
-    shard: u32,
-    mut rx: mpsc::UnboundedReceiver<Pending>,
-    max_rpcs: usize,
-    max_bytes: usize,
-    queued_gauge: Arc<AtomicUsize>,
-) {
-    let slots = Arc::new(Semaphore::new(max_rpcs));
-    let mut queued: VecDeque<Pending> = VecDeque::new();
-    loop {
-        let Ok(slot) = slots.clone().acquire_owned().await else {
-            return;
-        };
-        if queued.is_empty() {
-            match rx.recv().await {
-                Some(p) => queued.push_back(p),
-                None => return,
-            }
-        }
-        while let Ok(p) = rx.try_recv() {
-            queued.push_back(p);
-        }
-        let group = coalesce::take_group(&mut queued, max_bytes, Pending::bytes);
-        queued_gauge.fetch_sub(group.len(), Ordering::AcqRel);
-        let Some(cluster) = cluster.upgrade() else {
-            return;
-        };
-        tokio::spawn(async move {
-            cluster.write_group(shard, group).await;
-            drop(slot);
-        });
-    }
 }

@@ -15,7 +15,10 @@
 use crate::batch::ShardBatch;
 use crate::error::Result;
 use std::collections::VecDeque;
-use tokio::sync::oneshot;
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio::time::Instant;
 
 /// One request's share of a shard: its table batches and where to answer.
@@ -56,6 +59,57 @@ pub fn take_group<T>(
         group.push(queue.pop_front().expect("front exists"));
     }
     group
+}
+
+/// The queue task behind both the per-shard and the per-node queues: with a
+/// free slot (at most `max_rpcs` sends in flight), takes everything queued
+/// that fits in `max_bytes` and starts `send` on it as one group; the slot
+/// is free again when that send finishes. `waiting` counts items put in the
+/// queue and not yet in a group (the caller increments it). With `gather`,
+/// the task yields once before taking a group, so items queued by other
+/// tasks at the same moment join it. Ends when every sender is dropped, or
+/// when `send` returns None (its owner is gone).
+pub async fn drive_queue<T, S, F>(
+    mut rx: mpsc::UnboundedReceiver<T>,
+    max_rpcs: usize,
+    max_bytes: usize,
+    bytes_of: fn(&T) -> usize,
+    waiting: Arc<AtomicUsize>,
+    gather: bool,
+    mut send: S,
+) where
+    T: Send + 'static,
+    S: FnMut(Vec<T>) -> Option<F>,
+    F: Future<Output = ()> + Send + 'static,
+{
+    let slots = Arc::new(Semaphore::new(max_rpcs.max(1)));
+    let mut queued: VecDeque<T> = VecDeque::new();
+    loop {
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            return;
+        };
+        if queued.is_empty() {
+            match rx.recv().await {
+                Some(item) => queued.push_back(item),
+                None => return,
+            }
+        }
+        if gather {
+            tokio::task::yield_now().await;
+        }
+        while let Ok(item) = rx.try_recv() {
+            queued.push_back(item);
+        }
+        let group = take_group(&mut queued, max_bytes.max(1), bytes_of);
+        waiting.fetch_sub(group.len(), Ordering::AcqRel);
+        let Some(sending) = send(group) else {
+            return;
+        };
+        tokio::spawn(async move {
+            sending.await;
+            drop(slot);
+        });
+    }
 }
 
 /// The request id of a coalesced write: the members' ids, so a Raft entry

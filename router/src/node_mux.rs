@@ -18,10 +18,9 @@ use crate::coalesce;
 use crate::metrics;
 use shardhouse_common::proto::node_client::NodeClient;
 use shardhouse_common::proto::{WriteManyRequest, WriteRequest, WriteResponse};
-use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
-use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tonic::transport::Channel;
 
@@ -58,49 +57,18 @@ pub fn spawn(
     waiting: Arc<AtomicUsize>,
 ) -> mpsc::UnboundedSender<Queued> {
     let (tx, rx) = mpsc::unbounded_channel();
-    tokio::spawn(drive(
-        client,
+    tokio::spawn(coalesce::drive_queue(
         rx,
-        max_rpcs.max(1),
-        max_bytes.max(1),
+        max_rpcs,
+        max_bytes,
+        Queued::bytes,
         waiting,
+        // A request's writes for this node are queued by its shard tasks
+        // within microseconds of each other: let them join one call.
+        true,
+        move |group| Some(send_group(client.clone(), group)),
     ));
     tx
-}
-
-async fn drive(
-    client: NodeClient<Channel>,
-    mut rx: mpsc::UnboundedReceiver<Queued>,
-    max_rpcs: usize,
-    max_bytes: usize,
-    waiting: Arc<AtomicUsize>,
-) {
-    let slots = Arc::new(Semaphore::new(max_rpcs));
-    let mut queued: VecDeque<Queued> = VecDeque::new();
-    loop {
-        let Ok(slot) = slots.clone().acquire_owned().await else {
-            return;
-        };
-        if queued.is_empty() {
-            match rx.recv().await {
-                Some(q) => queued.push_back(q),
-                None => return,
-            }
-        }
-        // Writes of one request are queued from several tasks within a few
-        // microseconds; one yield lets the rest of them join this call.
-        tokio::task::yield_now().await;
-        while let Ok(q) = rx.try_recv() {
-            queued.push_back(q);
-        }
-        let group = coalesce::take_group(&mut queued, max_bytes, Queued::bytes);
-        waiting.fetch_sub(group.len(), Ordering::AcqRel);
-        let client = client.clone();
-        tokio::spawn(async move {
-            send_group(client, group).await;
-            drop(slot);
-        });
-    }
 }
 
 async fn send_group(mut client: NodeClient<Channel>, group: Vec<Queued>) {

@@ -563,10 +563,11 @@ async fn not_leader_is_retried_at_the_hint_and_node_verdicts_map_to_status() {
 
 /// Holds the first write of a one-shard cluster at the node, queues three
 /// more requests behind it (one write slot), and returns them unfinished.
-async fn queue_three_behind_a_held_write(
+/// Puts node 0 in hold mode and sends a one-point write; returns once the
+/// write is held there (with the notify that releases it).
+async fn hold_one_write(
     h: &Arc<Harness>,
-    bodies: [&'static str; 3],
-) -> (Arc<Notify>, Vec<tokio::task::JoinHandle<reqwest::Response>>) {
+) -> (Arc<Notify>, tokio::task::JoinHandle<reqwest::Response>) {
     let hold = Arc::new(Notify::new());
     h.nodes[0].set_mode(Mode::Hold(hold.clone())).await;
     let arrived = h.nodes[0].arrived.notified();
@@ -575,6 +576,14 @@ async fn queue_three_behind_a_held_write(
         tokio::spawn(async move { h.post("/write?db=d", "cpu,host=a v=1 1\n").await })
     };
     arrived.await;
+    (hold, first)
+}
+
+async fn queue_three_behind_a_held_write(
+    h: &Arc<Harness>,
+    bodies: [&'static str; 3],
+) -> (Arc<Notify>, Vec<tokio::task::JoinHandle<reqwest::Response>>) {
+    let (hold, first) = hold_one_write(h).await;
     let mut pending = vec![first];
     for body in bodies {
         let h = h.clone();
@@ -871,14 +880,7 @@ async fn ping_health_ready_and_metrics() {
 async fn fan_out_behind_a_held_call(
     h: &Arc<Harness>,
 ) -> (Arc<Notify>, Vec<tokio::task::JoinHandle<reqwest::Response>>) {
-    let hold = Arc::new(Notify::new());
-    h.nodes[0].set_mode(Mode::Hold(hold.clone())).await;
-    let arrived = h.nodes[0].arrived.notified();
-    let first = {
-        let h = h.clone();
-        tokio::spawn(async move { h.post("/write?db=d", "cpu,host=a v=1 1\n").await })
-    };
-    arrived.await;
+    let (hold, first) = hold_one_write(h).await;
     let body: String = (0..40)
         .map(|i| format!("cpu,host=h{i} v={i} {i}\n"))
         .collect();
