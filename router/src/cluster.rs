@@ -341,9 +341,8 @@ impl Cluster {
             .node_client(addr)
             .map_err(|e| tonic::Status::internal(e.to_string()))?;
         if self.max_node_rpcs == 0 {
-            let mut call = tonic::Request::new(req);
-            call.set_timeout(deadline.saturating_duration_since(Instant::now()));
-            return client.write(call).await.map(tonic::Response::into_inner);
+            let timeout = deadline.saturating_duration_since(Instant::now());
+            return node_mux::call_one(&mut client, req, timeout).await;
         }
         let (done, rx) = oneshot::channel();
         let queued = node_mux::Queued {

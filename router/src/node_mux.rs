@@ -124,7 +124,8 @@ async fn send_group(mut client: NodeClient<Channel>, group: Vec<Queued>) {
     }
 }
 
-async fn call_one(
+/// One shard write as its own Node.Write.
+pub(crate) async fn call_one(
     client: &mut NodeClient<Channel>,
     req: WriteRequest,
     timeout: std::time::Duration,

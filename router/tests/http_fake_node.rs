@@ -563,6 +563,19 @@ async fn not_leader_is_retried_at_the_hint_and_node_verdicts_map_to_status() {
 
 /// Holds the first write of a one-shard cluster at the node, queues three
 /// more requests behind it (one write slot), and returns them unfinished.
+/// Polls `queued` until it reaches `want`; fails with `what` after 10 s.
+async fn wait_for_queued(what: &str, want: usize, queued: impl Fn() -> usize) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while queued() < want {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what} ({} queued)",
+            queued()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 /// Puts node 0 in hold mode and sends a one-point write; returns once the
 /// write is held there (with the notify that releases it).
 async fn hold_one_write(
@@ -591,15 +604,10 @@ async fn queue_three_behind_a_held_write(
             async move { h.post("/write?db=d", body).await },
         ));
     }
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while h.cluster.queued_requests() < 3 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "requests never queued behind the held write ({} queued)",
-            h.cluster.queued_requests()
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    wait_for_queued("requests never queued behind the held write", 3, || {
+        h.cluster.queued_requests()
+    })
+    .await;
     (hold, pending)
 }
 
@@ -888,15 +896,10 @@ async fn fan_out_behind_a_held_call(
         let h = h.clone();
         tokio::spawn(async move { h.post("/write?db=d", body).await })
     };
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while h.cluster.queued_node_writes() < 4 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "shard writes never queued behind the held call ({} queued)",
-            h.cluster.queued_node_writes()
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    wait_for_queued("shard writes never queued behind the held call", 4, || {
+        h.cluster.queued_node_writes()
+    })
+    .await;
     (hold, vec![first, second])
 }
 
