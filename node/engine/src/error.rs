@@ -23,6 +23,12 @@ pub enum EngineError {
         source: std::io::Error,
     },
 
+    #[error("cannot sync flushed parts under {path} to disk: {source}; the rows stay buffered and the flush is retried, check the disk (dmesg) and free space")]
+    Sync {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+
     #[error("field `{field}` of measurement `{measurement}` is stored as {stored} but this write offers {offered}: write the field with its stored type or use a new field name")]
     FieldTypeConflict {
         measurement: String,

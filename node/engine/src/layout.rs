@@ -252,26 +252,22 @@ pub fn check_conflicts<'a>(
 /// flush retried after a crash collapses with its first copy. Reads that must
 /// see one row per point use `FINAL`.
 ///
-/// `fsync_after_insert` / `fsync_part_directory`: a flush's part is on disk
-/// before the flush returns, so the flushed index that moves after it (and
-/// lets the WAL compact its log) never claims rows a power loss could take.
-/// It also keeps a flush's dirty pages from piling up for the kernel to write
-/// back in one burst that stalls the WAL's fsyncs.
-pub const FACT_ENGINE: &str = "ReplacingMergeTree ORDER BY (series_id, time) SETTINGS fsync_after_insert = 1, fsync_part_directory = 1";
+/// No per-file fsyncs (`fsync_after_insert` / `fsync_part_directory` stay
+/// off): a part is ~10 files, and syncing each one is a device cache flush
+/// that the WAL's own fsyncs queue behind. Instead the flusher makes a whole
+/// flush durable with one `syncfs` of the data directory's filesystem
+/// (`Engine` `sync_parts`) before the flushed index moves, so the WAL never
+/// compacts entries whose rows a power loss could take.
+pub const FACT_ENGINE: &str = "ReplacingMergeTree ORDER BY (series_id, time)";
 
-/// The same durability settings for the shard's series table.
-pub const DURABLE: &str = "SETTINGS fsync_after_insert = 1, fsync_part_directory = 1";
-
-/// The flushed index is written without fsyncs. It is only where replay
-/// starts after a restart: the WAL compacts its log up to the in-memory
-/// flushed index, which advances only after the rows' parts were synced. If
-/// a crash loses the last index row, replay starts at the older index (or
-/// at the log's first entry, whichever is later) and re-applies entries
-/// whose rows are already stored; they collapse with their first copy in
-/// the ReplacingMergeTree. Synced, this one-row part cost about ten fsyncs
-/// per shard per flush, each a device flush that the WAL's fsyncs queue
-/// behind.
-pub const UNSYNCED: &str = "SETTINGS fsync_after_insert = 0, fsync_part_directory = 0";
+/// The flushed index is written after the flush's `syncfs` and not synced
+/// itself. It is only where replay starts after a restart: the WAL compacts
+/// its log up to the in-memory flushed index, which advances only after the
+/// rows' parts were synced. If a crash loses the last index row, replay
+/// starts at the older index (or at the log's first entry, whichever is
+/// later) and re-applies entries whose rows are already stored; they
+/// collapse with their first copy in the ReplacingMergeTree.
+pub const FLUSHED_ENGINE: &str = "ReplacingMergeTree(`index`) ORDER BY k";
 
 /// `CREATE TABLE IF NOT EXISTS` for a fact table with the given fields.
 pub fn create_fact_table(db: &str, measurement: &str, fields: &[(String, FieldType)]) -> String {
@@ -306,13 +302,13 @@ pub fn create_shard(db: &str) -> Vec<String> {
     vec![
         format!("CREATE DATABASE IF NOT EXISTS {}", ident(db)),
         format!(
-            "CREATE TABLE IF NOT EXISTS {} (series_id UInt64, measurement String, tags String) ENGINE = ReplacingMergeTree ORDER BY series_id {DURABLE}",
+            "CREATE TABLE IF NOT EXISTS {} (series_id UInt64, measurement String, tags String) ENGINE = ReplacingMergeTree ORDER BY series_id",
             qualified(db, SERIES_TABLE)
         ),
         // One logical row; ReplacingMergeTree(index) keeps the highest and
         // max(index) reads it correctly before merges.
         format!(
-            "CREATE TABLE IF NOT EXISTS {} (k UInt8, `index` UInt64) ENGINE = ReplacingMergeTree(`index`) ORDER BY k {UNSYNCED}",
+            "CREATE TABLE IF NOT EXISTS {} (k UInt8, `index` UInt64) ENGINE = {FLUSHED_ENGINE}",
             qualified(db, FLUSHED_TABLE)
         ),
     ]
@@ -438,14 +434,18 @@ mod tests {
     }
 
     #[test]
-    fn rows_are_synced_and_the_flushed_index_is_not() {
-        let fact = create_fact_table("shard_0001", "cpu", &[("v".into(), FieldType::Float64)]);
-        assert!(fact.contains("fsync_after_insert = 1"), "{fact}");
-        let ddl = create_shard("shard_0001");
-        let series = ddl.iter().find(|q| q.contains(SERIES_TABLE)).unwrap();
-        assert!(series.contains("fsync_after_insert = 1"), "{series}");
-        let flushed = ddl.iter().find(|q| q.contains(FLUSHED_TABLE)).unwrap();
-        assert!(flushed.contains("fsync_after_insert = 0"), "{flushed}");
-        assert!(flushed.contains("fsync_part_directory = 0"), "{flushed}");
+    fn no_table_syncs_file_by_file() {
+        // Durability comes from one syncfs per flush (engine.rs); per-file
+        // fsyncs would be ~10 device flushes per part on the WAL's disk.
+        let mut ddl = create_shard("shard_0001");
+        ddl.push(create_fact_table(
+            "shard_0001",
+            "cpu",
+            &[("v".into(), FieldType::Float64)],
+        ));
+        for q in &ddl {
+            assert!(!q.contains("fsync"), "{q}");
+        }
+        assert!(ddl.iter().any(|q| q.contains(FLUSHED_ENGINE)));
     }
 }

@@ -15,6 +15,15 @@ pub static FLUSH_SECONDS: LazyLock<Histogram> = LazyLock::new(|| {
     .expect("metric registered once")
 });
 
+pub static SYNC_SECONDS: LazyLock<Histogram> = LazyLock::new(|| {
+    register_histogram!(
+        "shardhouse_engine_sync_seconds",
+        "Time of the syncfs that makes a flush's parts durable before its flushed index moves",
+        prometheus::exponential_buckets(0.0005, 2.0, 14).expect("valid buckets")
+    )
+    .expect("metric registered once")
+});
+
 pub static FLUSHES_TOTAL: LazyLock<IntCounter> = LazyLock::new(|| {
     register_int_counter!("shardhouse_engine_flushes_total", "Shard flushes into chDB")
         .expect("metric registered once")
@@ -48,6 +57,7 @@ pub static PARTS: LazyLock<IntGauge> = LazyLock::new(|| {
 /// start-up, before the first flush; dashboards and alerts query them.
 pub fn register() {
     LazyLock::force(&FLUSH_SECONDS);
+    LazyLock::force(&SYNC_SECONDS);
     LazyLock::force(&FLUSHES_TOTAL);
     LazyLock::force(&ROWS_FLUSHED_TOTAL);
     LazyLock::force(&PENDING_ROWS);

@@ -491,3 +491,21 @@ fn one_entry_carries_several_tables_all_or_nothing() {
     assert_eq!(count_final(e, shard, "mem"), 2);
     assert_eq!(e.flushed_index(shard), 1);
 }
+
+#[test]
+fn a_flush_syncs_its_parts_before_the_flushed_index_moves() {
+    let e = engine();
+    let shard = 31;
+    let syncs = || shardhouse_engine::metrics::SYNC_SECONDS.get_sample_count();
+    let before = syncs();
+    let rows = vec![PointRow::new(5, 1_000).field("usage", f(1.0))];
+    let series = encode_series(&[(5, "cpu", "cpu,host=s")]).unwrap();
+    e.apply(shard, 7, "cpu", &points(&rows), &series).unwrap();
+    e.flush_shard(shard).unwrap();
+    assert_eq!(e.flushed_index(shard), 7);
+    assert!(
+        syncs() > before,
+        "the flush moved the flushed index without a syncfs of its parts"
+    );
+    assert_eq!(count_final(e, shard, "cpu"), 1);
+}

@@ -77,6 +77,12 @@ pub struct WalConfig {
     /// every this many bytes while written instead of in one burst at the
     /// end. 0 = off.
     pub sst_bytes_per_sync: u64,
+    /// RocksDB rate limit on SST writes (memtable flushes, compactions), in
+    /// bytes/s; 0 = unlimited. A flush writes the memtable's live entries
+    /// (~50-100 MB here) at once; unpaced, every WAL fsync queued behind it
+    /// waits. Keep it well above the SST demand (about a third of the WAL
+    /// ingest rate) or memtables pile up until RocksDB stalls writes.
+    pub sst_write_bytes_per_sec: u64,
 }
 
 impl Default for WalConfig {
@@ -102,6 +108,7 @@ impl Default for WalConfig {
             entry_cache_bytes_per_shard: 32 << 20,
             write_buffer_bytes: 256 << 20,
             sst_bytes_per_sync: 1 << 20,
+            sst_write_bytes_per_sec: 48 << 20,
         }
     }
 }
@@ -271,6 +278,10 @@ fn open_db(cfg: &WalConfig) -> Result<DB> {
     // is written spreads the same bytes out: at RF=3, 250k points/s, commit
     // p99 went from 0.4-0.6 s to ~0.2-0.3 s (docs/benchmarks.md).
     o.set_bytes_per_sync(cfg.sst_bytes_per_sync);
+    if let Some(rate) = policy::sst_rate_limit(cfg.sst_write_bytes_per_sec) {
+        // 100 ms refill, RocksDB's default fairness.
+        o.set_ratelimiter(rate, 100_000, 10);
+    }
     DB::open(&o, &cfg.dir).map_err(|e| {
         WalError::Storage(format!(
             "cannot open the WAL RocksDB at {}: {e}",

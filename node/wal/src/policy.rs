@@ -51,6 +51,14 @@ pub fn recovery_applied_index(flushed: u64, truncated: u64, commit: u64) -> u64 
     flushed.max(truncated).min(commit.max(truncated))
 }
 
+/// The RocksDB rate limit for `sst_write_bytes_per_sec`: None = unlimited.
+pub fn sst_rate_limit(bytes_per_sec: u64) -> Option<i64> {
+    match bytes_per_sec {
+        0 => None,
+        n => Some(i64::try_from(n).unwrap_or(i64::MAX)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -99,5 +107,12 @@ mod tests {
         assert_eq!(recovery_applied_index(20, 0, 10), 10);
         assert_eq!(recovery_applied_index(0, 0, 0), 0);
         assert_eq!(recovery_applied_index(8, 8, 0), 8);
+    }
+
+    #[test]
+    fn sst_rate_limit_zero_is_unlimited() {
+        assert_eq!(sst_rate_limit(0), None);
+        assert_eq!(sst_rate_limit(48 << 20), Some(48 << 20));
+        assert_eq!(sst_rate_limit(u64::MAX), Some(i64::MAX));
     }
 }
