@@ -2,6 +2,7 @@
 //! byte for byte (series_id, shard choice, Arrow schema, wire protocol).
 
 pub mod lineproto;
+pub mod names;
 pub mod series;
 pub mod shard;
 pub mod shard_map;

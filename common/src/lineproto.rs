@@ -59,8 +59,16 @@ pub enum LineProtocolError {
     UnterminatedString(String),
     #[error("invalid timestamp {0:?}: expected an integer")]
     InvalidTimestamp(String),
-    #[error("timestamp {0} is out of range for the precision (must fit in int64 nanoseconds)")]
+    #[error(
+        "timestamp {0} is out of range: in nanoseconds (after precision) it must be between \
+         -9223372036854775806 and 9223372036854775806, as in InfluxDB"
+    )]
     TimestampOutOfRange(i64),
+    #[error(
+        "timestamp {0} is out of range: it does not fit in int64 (InfluxDB's range is \
+         -9223372036854775806 to 9223372036854775806 ns)"
+    )]
+    TimestampTooLarge(String),
     #[error("unexpected text {0:?} after the timestamp")]
     TrailingText(String),
 }
@@ -108,13 +116,30 @@ impl Precision {
         }
     }
 
-    /// `ts` in this precision as nanoseconds, or an error when it overflows.
+    /// `ts` in this precision as nanoseconds, or an error when it is
+    /// outside [`MIN_NANOS`]..=[`MAX_NANOS`] (InfluxDB's range).
     #[inline]
     pub fn to_nanos(self, ts: i64) -> Result<i64> {
         ts.checked_mul(self.nanos_per_unit())
+            .filter(|t| nanos_in_range(*t))
             .ok_or(LineProtocolError::TimestampOutOfRange(ts))
     }
 }
+
+/// Earliest time a point may have, in nanoseconds since the epoch:
+/// InfluxDB's `MinNanoTime` (`i64::MIN + 2`; InfluxDB keeps the two lowest
+/// values as sentinels).
+pub const MIN_NANOS: i64 = i64::MIN + 2;
+/// Latest time a point may have: InfluxDB's `MaxNanoTime` (`i64::MAX - 1`).
+pub const MAX_NANOS: i64 = i64::MAX - 1;
+
+/// Whether a time in nanoseconds is within InfluxDB's range.
+#[inline]
+pub fn nanos_in_range(t: i64) -> bool {
+    (MIN_NANOS..=MAX_NANOS).contains(&t)
+}
+
+impl Precision {}
 
 /// Type of a field value; a field keeps one type per measurement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -218,18 +243,10 @@ fn text_of(
     }
 }
 
+/// Error messages stay short even for absurd lines: at most 64 characters
+/// of a value, then `…(N bytes)`.
 fn lossy(b: &[u8]) -> String {
-    let s = String::from_utf8_lossy(b);
-    // Error messages stay short even for absurd lines.
-    if s.len() > 64 {
-        let mut cut = 64;
-        while !s.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        format!("{}...", &s[..cut])
-    } else {
-        s.into_owned()
-    }
+    crate::names::excerpt(b)
 }
 
 /// Whether `body` is valid UTF-8 (exactly `std::str::from_utf8(body).is_ok()`),
@@ -1220,17 +1237,29 @@ fn parse_timestamp(t: &[u8]) -> Result<i64> {
         Some(b'-') => (true, &t[1..]),
         _ => (false, t),
     };
-    if digits.is_empty() || digits.len() > 19 || !digits.iter().all(u8::is_ascii_digit) {
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
         return Err(LineProtocolError::InvalidTimestamp(lossy(t)));
     }
+    if digits.len() > 19 {
+        return Err(LineProtocolError::TimestampTooLarge(lossy(t)));
+    }
+    // Accumulated with the sign so that i64::MIN parses too (an int64; the
+    // range check comes with the precision, in `Precision::to_nanos`).
     let mut v: i64 = 0;
     for &d in digits {
+        let d = i64::from(d - b'0');
         v = v
             .checked_mul(10)
-            .and_then(|v| v.checked_add(i64::from(d - b'0')))
-            .ok_or_else(|| LineProtocolError::InvalidTimestamp(lossy(t)))?;
+            .and_then(|v| {
+                if neg {
+                    v.checked_sub(d)
+                } else {
+                    v.checked_add(d)
+                }
+            })
+            .ok_or_else(|| LineProtocolError::TimestampTooLarge(lossy(t)))?;
     }
-    Ok(if neg { -v } else { v })
+    Ok(v)
 }
 
 /// An owned, fully parsed point: convenient for tests, tools and fuzzing;

@@ -234,7 +234,11 @@ fn invalid_lines_are_rejected_with_a_reason() {
         ("cpu v=1 1.5", E::InvalidTimestamp("1.5".into())),
         (
             "cpu v=1 99999999999999999999",
-            E::InvalidTimestamp("99999999999999999999".into()),
+            E::TimestampTooLarge("99999999999999999999".into()),
+        ),
+        (
+            "cpu v=1 -9223372036854775809",
+            E::TimestampTooLarge("-9223372036854775809".into()),
         ),
         ("cpu v=1 1 2", E::TrailingText("2".into())),
     ];
@@ -322,6 +326,31 @@ fn precisions_scale_and_overflow_is_an_error() {
         Precision::Second.to_nanos(i64::MAX / 10),
         Err(LineProtocolError::TimestampOutOfRange(i64::MAX / 10))
     );
+}
+
+/// Issue 12: `-9223372036854775808` is an int64, so it parses; as a time
+/// it is outside InfluxDB's range (whose two lowest values are sentinels),
+/// and the error says so instead of "expected an integer".
+#[test]
+fn int64_extremes_parse_and_influxdb_range_is_enforced() {
+    let p = parse_line(b"cpu v=1 -9223372036854775808").unwrap();
+    assert_eq!(p.timestamp, Some(i64::MIN));
+    let p = parse_line(b"cpu v=1 9223372036854775807").unwrap();
+    assert_eq!(p.timestamp, Some(i64::MAX));
+    let ns = Precision::Nanosecond;
+    for out in [i64::MIN, i64::MIN + 1, i64::MAX] {
+        let e = ns.to_nanos(out).unwrap_err();
+        assert_eq!(e, LineProtocolError::TimestampOutOfRange(out));
+        let msg = e.to_string();
+        assert!(
+            msg.contains("out of range") && !msg.contains("expected an integer"),
+            "{msg}"
+        );
+        assert!(msg.contains("-9223372036854775806"), "{msg}");
+    }
+    for ok in [MIN_NANOS, -1, 0, MAX_NANOS] {
+        assert_eq!(ns.to_nanos(ok), Ok(ok));
+    }
 }
 
 #[test]

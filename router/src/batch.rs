@@ -21,6 +21,7 @@ use shardhouse_common::lineproto::{
     self, same_bytes, FieldParser, FieldType, FieldValue, LineProtocolError, Precision,
     SeriesParser,
 };
+use shardhouse_common::names::{self, NameError};
 use shardhouse_common::series::series_id_of_key;
 use shardhouse_common::shard::jump_hash;
 use std::collections::HashMap;
@@ -302,6 +303,10 @@ pub struct RequestBatch<'a> {
     tag_scratch: Vec<(usize, usize, usize, usize)>,
     text_scratch: Vec<u8>,
     key_scratch: Vec<u8>,
+    /// Whether structured points may carry NaN and infinite floats
+    /// (Prometheus staleness markers); refused otherwise, as in line
+    /// protocol.
+    keep_non_finite: bool,
 }
 
 struct BatchState<'a> {
@@ -380,7 +385,15 @@ impl<'a> RequestBatch<'a> {
             tag_scratch: Vec::new(),
             text_scratch: Vec::new(),
             key_scratch: Vec::new(),
+            keep_non_finite: false,
         }
+    }
+
+    /// Lets structured points carry NaN and infinite floats (Prometheus
+    /// remote_write only: NaN marks stale series). Every other input
+    /// refuses them, as InfluxDB does.
+    pub fn keep_non_finite_floats(&mut self) {
+        self.keep_non_finite = true;
     }
 
     /// Adds every line of a line protocol body. Bad lines are counted and
@@ -439,8 +452,7 @@ impl<'a> RequestBatch<'a> {
             Some(s) => s,
             None => self
                 .state
-                .resolve_new_raw(hash, raw, &mut self.series_parser)
-                .map_err(bad)?,
+                .resolve_new_raw(hash, raw, &mut self.series_parser)?,
         };
         self.state.append(slot, time, fields.iter(), fields.len())
     }
@@ -464,12 +476,25 @@ impl<'a> RequestBatch<'a> {
         if fields.len() == 0 {
             return Err(bad(LineProtocolError::MissingFields.to_string()));
         }
-        // Validate fields the way the line protocol parser does.
-        // NaN and infinities are allowed here: Prometheus sends them
-        // (staleness markers) and Float64 stores them.
-        for (i, (k, _)) in fields.clone().enumerate() {
+        if let Some(t) = time.filter(|&t| !lineproto::nanos_in_range(t)) {
+            return Err(bad(LineProtocolError::TimestampOutOfRange(t).to_string()));
+        }
+        // Validate fields the way the line protocol parser does, NaN and
+        // infinities included (refused unless `keep_non_finite_floats`).
+        for (i, (k, v)) in fields.clone().enumerate() {
             if k.is_empty() {
                 return Err(bad(LineProtocolError::EmptyFieldKey.to_string()));
+            }
+            if let FieldValue::Float(f) = v {
+                if !f.is_finite() && !self.keep_non_finite {
+                    return Err(bad(LineProtocolError::InvalidFieldValue {
+                        key: lossy(k),
+                        value: f.to_string(),
+                        why: "NaN and infinities are not stored (as in line protocol); send a \
+                              finite number or leave the field out",
+                    }
+                    .to_string()));
+                }
             }
             if lineproto::RESERVED_FIELD_KEYS
                 .iter()
@@ -492,9 +517,10 @@ impl<'a> RequestBatch<'a> {
             }
             if v.is_empty() {
                 return Err(bad(
-                    LineProtocolError::EmptyTagValue((*k).into()).to_string()
+                    LineProtocolError::EmptyTagValue(lossy(k.as_bytes())).to_string()
                 ));
             }
+            names::validate_tag_key(k).map_err(name_error)?;
             let ks = self.text_scratch.len();
             self.text_scratch.extend_from_slice(k.as_bytes());
             let vs = self.text_scratch.len();
@@ -524,6 +550,7 @@ impl<'a> RequestBatch<'a> {
         );
         let slot = self.state.resolve_canonical(&key, measurement.as_bytes());
         self.key_scratch = key;
+        let slot = slot?;
         let n = fields.len();
         self.state
             .append(slot, time.unwrap_or(self.state.default_time), fields, n)
@@ -673,8 +700,15 @@ fn encode_ipc(batch: &RecordBatch) -> Result<Bytes> {
     Ok(Bytes::from(buf))
 }
 
+/// A user's name or value in an error message: short (see
+/// [`names::excerpt`]).
 fn lossy(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
+    names::excerpt(b)
+}
+
+/// A broken naming rule as a rejection (the message names the rule).
+fn name_error(e: NameError) -> (RejectReason, String) {
+    (RejectReason::BadPoint, e.to_string())
 }
 
 impl BatchState<'_> {
@@ -712,20 +746,41 @@ impl BatchState<'_> {
         None
     }
 
+    /// Checks the naming rules ([`names`]) of a measurement not yet met in
+    /// this request (a known one passed already).
+    fn check_measurement(&self, measurement: &[u8]) -> Result<(), (RejectReason, String)> {
+        let known = self
+            .last_measurement
+            .is_some_and(|m| same_bytes(&self.measurements[m as usize].raw, measurement))
+            || self.measurement_ids.contains_key(measurement);
+        if known {
+            return Ok(());
+        }
+        names::validate_measurement(measurement).map_err(name_error)
+    }
+
     /// Slot of a raw (as written) series not met before in this request
-    /// (`find_slot` said so); `hash` is its XXH3.
+    /// (`find_slot` said so); `hash` is its XXH3. Checks the naming rules
+    /// of its measurement, tags and series key first.
     fn resolve_new_raw(
         &mut self,
         hash: u64,
         raw: &[u8],
         parser: &mut SeriesParser,
-    ) -> Result<u32, LineProtocolError> {
+    ) -> Result<u32, (RejectReason, String)> {
         let started = self.timing.then(std::time::Instant::now);
-        let series = parser.parse(raw)?;
-        let k0 = self.key_arena.len();
+        let series = parser
+            .parse(raw)
+            .map_err(|e| (RejectReason::BadPoint, e.to_string()))?;
+        self.check_measurement(series.measurement())?;
+        for (k, _) in series.tags() {
+            names::validate_tag_key(k).map_err(name_error)?;
+        }
         // canonical_key_into clears its buffer: build in a reused scratch
         // vector, then append to the arena.
         series.canonical_key_into(&mut self.key_scratch);
+        names::validate_series_key(&self.key_scratch).map_err(name_error)?;
+        let k0 = self.key_arena.len();
         self.key_arena.extend_from_slice(&self.key_scratch);
         let measurement = series.measurement();
         let slot = self.insert_slot(hash, raw, (k0, self.key_arena.len()), measurement);
@@ -735,16 +790,24 @@ impl BatchState<'_> {
         Ok(slot)
     }
 
-    /// Slot of a series given by its canonical key (structured inputs).
-    fn resolve_canonical(&mut self, key: &[u8], measurement: &[u8]) -> u32 {
+    /// Slot of a series given by its canonical key (structured inputs);
+    /// a series new to the request has its measurement and key checked
+    /// against the naming rules first (its tags were checked by the caller).
+    fn resolve_canonical(
+        &mut self,
+        key: &[u8],
+        measurement: &[u8],
+    ) -> Result<u32, (RejectReason, String)> {
         let hash = xxh3_64(key);
         if let Some(s) = self.find_slot(hash, key) {
-            return s;
+            return Ok(s);
         }
+        self.check_measurement(measurement)?;
+        names::validate_series_key(key).map_err(name_error)?;
         let k0 = self.key_arena.len();
         self.key_arena.extend_from_slice(key);
         let k1 = self.key_arena.len();
-        self.insert_slot(hash, key, (k0, k1), measurement)
+        Ok(self.insert_slot(hash, key, (k0, k1), measurement))
     }
 
     fn insert_slot(
@@ -836,7 +899,12 @@ impl BatchState<'_> {
                         Some(self.measurements[m].fields[j].1),
                         FieldTarget::NewColumn,
                     ),
-                    None => (None, FieldTarget::NewField),
+                    None => {
+                        // A field new to the measurement: its key becomes a
+                        // column name.
+                        names::validate_field_key(k).map_err(name_error)?;
+                        (None, FieldTarget::NewField)
+                    }
                 },
             };
             if let Some(want) = want {

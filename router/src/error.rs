@@ -14,6 +14,9 @@ pub enum Error {
     Forbidden(String),
     #[error("{0}")]
     BadRequest(String),
+    /// A body in an encoding the router does not read (415).
+    #[error("{0}")]
+    UnsupportedMediaType(String),
     #[error("router overloaded ({0}); retry after {1:?}")]
     Overloaded(String, Duration),
     #[error("shard {shard} unavailable: {reason}; retry later")]
@@ -41,6 +44,7 @@ impl Error {
             Error::Unauthorized(s) => Error::Unauthorized(s.clone()),
             Error::Forbidden(s) => Error::Forbidden(s.clone()),
             Error::BadRequest(s) => Error::BadRequest(s.clone()),
+            Error::UnsupportedMediaType(s) => Error::UnsupportedMediaType(s.clone()),
             Error::Overloaded(s, d) => Error::Overloaded(s.clone(), *d),
             Error::Unavailable { shard, reason } => Error::Unavailable {
                 shard: *shard,
@@ -65,6 +69,7 @@ impl Error {
             Error::Unauthorized(_) => S::UNAUTHORIZED,
             Error::Forbidden(_) => S::FORBIDDEN,
             Error::BadRequest(_) | Error::Rejected { .. } => S::BAD_REQUEST,
+            Error::UnsupportedMediaType(_) => S::UNSUPPORTED_MEDIA_TYPE,
             Error::Overloaded(..) => S::TOO_MANY_REQUESTS,
             Error::Unavailable { .. } | Error::NoShardMap(_) | Error::Etcd(_) => {
                 S::SERVICE_UNAVAILABLE
@@ -80,6 +85,7 @@ impl Error {
             Error::Unauthorized(_) => "unauthorized",
             Error::Forbidden(_) => "forbidden",
             Error::BadRequest(_) | Error::Rejected { .. } => "invalid",
+            Error::UnsupportedMediaType(_) => "unsupported media type",
             Error::Overloaded(..) => "too many requests",
             Error::Unavailable { .. } | Error::NoShardMap(_) | Error::Etcd(_) => "unavailable",
             Error::Config(_) | Error::Internal(_) => "internal error",
@@ -91,7 +97,9 @@ impl Error {
         match self {
             Error::BodyTooLarge { .. } => Some("body_too_large"),
             Error::Unauthorized(_) | Error::Forbidden(_) => Some("unauthorized"),
-            Error::BadRequest(_) | Error::Rejected { .. } => Some("bad_request"),
+            Error::BadRequest(_) | Error::Rejected { .. } | Error::UnsupportedMediaType(_) => {
+                Some("bad_request")
+            }
             Error::Overloaded(..) => Some("overloaded"),
             _ => None,
         }
@@ -114,7 +122,9 @@ impl From<Error> for tonic::Status {
             }
             Error::Unauthorized(_) => tonic::Status::unauthenticated(msg),
             Error::Forbidden(_) => tonic::Status::permission_denied(msg),
-            Error::BadRequest(_) | Error::Rejected { .. } => tonic::Status::invalid_argument(msg),
+            Error::BadRequest(_) | Error::Rejected { .. } | Error::UnsupportedMediaType(_) => {
+                tonic::Status::invalid_argument(msg)
+            }
             Error::Unavailable { .. } | Error::NoShardMap(_) | Error::Etcd(_) => {
                 tonic::Status::unavailable(msg)
             }

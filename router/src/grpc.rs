@@ -74,7 +74,10 @@ impl IngestService {
                         b.reject(
                             i,
                             RejectReason::BadPoint,
-                            format!("field {k:?} has no value"),
+                            format!(
+                                "field {:?} has no value",
+                                shardhouse_common::names::excerpt(k.as_bytes())
+                            ),
                         );
                         continue;
                     }

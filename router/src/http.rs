@@ -5,10 +5,11 @@ use crate::error::{Error, Result};
 use crate::ingest::{Router, WriteOutcome};
 use crate::{metrics, query};
 use axum::body::Body;
-use axum::extract::{Query, State};
+use axum::extract::{RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use base64::Engine as _;
 use bytes::Bytes;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use shardhouse_common::lineproto::{FieldValue, Precision};
@@ -32,7 +33,111 @@ pub fn app(router: Arc<Router>) -> axum::Router {
         .with_state(router)
 }
 
-type Params = Query<HashMap<String, String>>;
+type Params = HashMap<String, String>;
+
+/// Longest `X-Influxdb-Error` header: clients refuse long header lines
+/// (a 100 KiB one made them fail without showing the body).
+pub const MAX_ERROR_HEADER_BYTES: usize = 1024;
+/// Longest error message in a JSON body.
+pub const MAX_ERROR_MESSAGE_BYTES: usize = 8 * 1024;
+
+/// `msg` cut to at most `max` bytes (at a character boundary), with
+/// `…(truncated, N bytes)` when cut.
+pub fn bounded(msg: &str, max: usize) -> String {
+    if msg.len() <= max {
+        return msg.to_owned();
+    }
+    let suffix = format!("…(truncated, {} bytes)", msg.len());
+    let mut cut = max.saturating_sub(suffix.len());
+    while !msg.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}{suffix}", &msg[..cut])
+}
+
+/// The `X-Influxdb-Error` value for `msg`: bounded to
+/// [`MAX_ERROR_HEADER_BYTES`], control characters as spaces, UTF-8 kept
+/// (header values may carry any byte but controls).
+pub fn error_header(msg: &str) -> HeaderValue {
+    let text: String = bounded(msg, MAX_ERROR_HEADER_BYTES)
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    HeaderValue::from_bytes(text.as_bytes()).unwrap_or_else(|_| HeaderValue::from_static("error"))
+}
+
+/// The one place error answers are built: JSON `{"code","message"}` with
+/// the message bounded, and the `X-Influxdb-Error` header.
+fn json_error(status: StatusCode, code: &str, msg: &str) -> Response {
+    let body = serde_json::json!({
+        "code": code,
+        "message": bounded(msg, MAX_ERROR_MESSAGE_BYTES),
+    })
+    .to_string();
+    let mut resp = (status, body).into_response();
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    h.insert("x-influxdb-error", error_header(msg));
+    resp
+}
+
+/// Query parameters, percent-decoded strictly: an invalid escape (`%ZZ`)
+/// or one that decodes to invalid UTF-8 is a 400 naming the parameter
+/// (a lenient decoder would keep `%ZZ` as text and write to a database of
+/// that name). `+` is a space, as in forms.
+pub fn parse_params(raw: Option<&str>) -> Result<Params> {
+    let Some(raw) = raw else {
+        return Ok(Params::new());
+    };
+    for pair in raw.split('&').filter(|p| !p.is_empty()) {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        if let Err(why) = check_escapes(name) {
+            return Err(Error::BadRequest(format!(
+                "query parameter name {:?} {why}",
+                excerpt(name.as_bytes())
+            )));
+        }
+        if let Err(why) = check_escapes(value) {
+            let name: String = form_urlencoded::parse(name.as_bytes())
+                .next()
+                .map(|(k, _)| k.into_owned())
+                .unwrap_or_default();
+            return Err(Error::BadRequest(format!(
+                "query parameter {:?} {why}",
+                excerpt(name.as_bytes())
+            )));
+        }
+    }
+    Ok(form_urlencoded::parse(raw.as_bytes())
+        .into_owned()
+        .collect())
+}
+
+/// Whether every `%` of a URL component starts a valid escape and the
+/// decoded bytes are UTF-8.
+fn check_escapes(component: &str) -> std::result::Result<(), String> {
+    let b = component.as_bytes();
+    for (i, _) in b.iter().enumerate().filter(|(_, &c)| c == b'%') {
+        let valid = b.len() > i + 2 && b[i + 1].is_ascii_hexdigit() && b[i + 2].is_ascii_hexdigit();
+        if !valid {
+            let bad: String = component[i..].chars().take(3).collect();
+            return Err(format!(
+                "has an invalid percent-escape {bad:?} at byte {i}: encode `%` as `%25`"
+            ));
+        }
+    }
+    if percent_encoding::percent_decode(b).decode_utf8().is_err() {
+        return Err("is not UTF-8 once percent-decoded".into());
+    }
+    Ok(())
+}
+
+fn excerpt(b: &[u8]) -> String {
+    shardhouse_common::names::excerpt(b)
+}
 
 /// InfluxDB-style error answer: JSON `{"code","message"}`, `Retry-After`
 /// on 429, `X-Influxdb-Error` for v1 clients.
@@ -44,22 +149,14 @@ fn error_response(endpoint: &'static str, e: &Error) -> Response {
     metrics::REQUESTS
         .with_label_values(&[endpoint, status.as_str()])
         .inc();
-    let msg = e.to_string();
+    let msg = bounded(&e.to_string(), MAX_ERROR_MESSAGE_BYTES);
     if status.is_server_error() {
         tracing::warn!(endpoint, error = %msg, "write failed");
     } else {
         tracing::debug!(endpoint, error = %msg, "write refused");
     }
-    let body = serde_json::json!({ "code": e.influx_code(), "message": msg }).to_string();
-    let mut resp = (status, body).into_response();
+    let mut resp = json_error(status, e.influx_code(), &msg);
     let h = resp.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    if let Ok(v) = HeaderValue::from_str(&msg) {
-        h.insert("x-influxdb-error", v);
-    }
     if let Some(d) = e.retry_after() {
         let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);
         h.insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
@@ -97,17 +194,7 @@ fn write_response(
                 metrics::REQUESTS
                     .with_label_values(&[endpoint, "400"])
                     .inc();
-                let body =
-                    serde_json::json!({ "code": "invalid", "message": e.to_string() }).to_string();
-                let mut resp = (StatusCode::BAD_REQUEST, body).into_response();
-                resp.headers_mut().insert(
-                    header::CONTENT_TYPE,
-                    HeaderValue::from_static("application/json"),
-                );
-                if let Ok(v) = HeaderValue::from_str(&e.to_string()) {
-                    resp.headers_mut().insert("x-influxdb-error", v);
-                }
-                resp
+                json_error(StatusCode::BAD_REQUEST, "invalid", &e.to_string())
             }
         },
         Err(e) => error_response(endpoint, &e),
@@ -134,7 +221,7 @@ fn presented_token(
             return Some(t.trim().to_owned());
         }
         if let Some(b) = v.strip_prefix("Basic ") {
-            let decoded = base64_decode(b.trim())?;
+            let decoded = BASE64.decode(b.trim()).ok()?;
             let text = String::from_utf8(decoded).ok()?;
             return text.split_once(':').map(|(_, p)| p.to_owned());
         }
@@ -169,40 +256,73 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-fn base64_decode(s: &str) -> Option<Vec<u8>> {
-    let val = |c: u8| -> Option<u32> {
-        Some(match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' | b'-' => 62,
-            b'/' | b'_' => 63,
-            _ => return None,
-        } as u32)
-    };
-    let s = s.trim_end_matches('=').as_bytes();
-    let mut out = Vec::with_capacity(s.len() * 3 / 4);
-    for chunk in s.chunks(4) {
-        let mut acc = 0u32;
-        for (i, &c) in chunk.iter().enumerate() {
-            acc |= val(c)? << (18 - 6 * i);
-        }
-        let n = match chunk.len() {
-            4 => 3,
-            3 => 2,
-            2 => 1,
-            _ => return None,
-        };
-        out.extend_from_slice(&acc.to_be_bytes()[1..1 + n]);
-    }
-    Some(out)
-}
+/// Base64 of Basic credentials: the standard alphabet, padding optional.
+const BASE64: base64::engine::GeneralPurpose = base64::engine::GeneralPurpose::new(
+    &base64::alphabet::STANDARD,
+    base64::engine::GeneralPurposeConfig::new()
+        .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
+);
 
 // ------------------------------------------------------------------ bodies
 
+/// The body's `Content-Encoding`, lower case, if it is one of `allowed`
+/// (absent counts as `identity`); any other is 415 naming it.
+fn content_encoding(headers: &HeaderMap, allowed: &[&'static str]) -> Result<&'static str> {
+    let mut values = headers.get_all(header::CONTENT_ENCODING).iter();
+    let (Some(v), None) = (values.next(), values.next()) else {
+        if headers.contains_key(header::CONTENT_ENCODING) {
+            return Err(Error::UnsupportedMediaType(
+                "send one Content-Encoding header".into(),
+            ));
+        }
+        return Ok("identity");
+    };
+    let text = String::from_utf8_lossy(v.as_bytes());
+    let name = text.trim();
+    let name = if name.eq_ignore_ascii_case("x-gzip") {
+        "gzip"
+    } else {
+        name
+    };
+    allowed
+        .iter()
+        .find(|a| a.eq_ignore_ascii_case(name))
+        .copied()
+        .ok_or_else(|| {
+            Error::UnsupportedMediaType(format!(
+                "Content-Encoding {:?} is not supported here; send {}",
+                excerpt(name.as_bytes()),
+                allowed
+                    .iter()
+                    .map(|a| format!("`{a}`"))
+                    .collect::<Vec<_>>()
+                    .join(" or ")
+            ))
+        })
+}
+
 /// Reads the body up to `limit` bytes (413 beyond), then gunzips it when
 /// `Content-Encoding: gzip` (decompressed size bounded by the same limit).
+/// Encodings other than gzip and identity are 415.
 async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Bytes> {
+    let encoding = content_encoding(headers, &["gzip", "identity"])?;
+    let raw = read_raw_body(headers, body, limit).await?;
+    if encoding != "gzip" {
+        return Ok(raw);
+    }
+    let mut out = Vec::with_capacity(raw.len() * 4);
+    flate2::read::MultiGzDecoder::new(&raw[..])
+        .take(limit as u64 + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| Error::BadRequest(format!("body is not valid gzip: {e}")))?;
+    if out.len() > limit {
+        return Err(Error::BodyTooLarge { limit });
+    }
+    Ok(Bytes::from(out))
+}
+
+/// Reads the body as sent, up to `limit` bytes (413 beyond).
+async fn read_raw_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Bytes> {
     if let Some(len) = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -223,29 +343,15 @@ async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Byte
             }
         })?
         .to_bytes();
-    let gzip = headers
-        .get(header::CONTENT_ENCODING)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.eq_ignore_ascii_case("gzip"));
-    if !gzip {
-        return Ok(raw);
-    }
-    let mut out = Vec::with_capacity(raw.len() * 4);
-    flate2::read::MultiGzDecoder::new(&raw[..])
-        .take(limit as u64 + 1)
-        .read_to_end(&mut out)
-        .map_err(|e| Error::BadRequest(format!("body is not valid gzip: {e}")))?;
-    if out.len() > limit {
-        return Err(Error::BodyTooLarge { limit });
-    }
-    Ok(Bytes::from(out))
+    Ok(raw)
 }
 
 fn precision_param(params: &HashMap<String, String>, v1: bool) -> Result<Precision> {
     let p = params.get("precision").map_or("", String::as_str);
     Precision::parse(p, v1).ok_or_else(|| {
         Error::BadRequest(format!(
-            "invalid precision {p:?}: use ns, us, ms or s{}",
+            "invalid precision {:?}: use ns, us, ms or s{}",
+            excerpt(p.as_bytes()),
             if v1 { " (v1 also n, u, m, h)" } else { "" }
         ))
     })
@@ -255,33 +361,34 @@ fn precision_param(params: &HashMap<String, String>, v1: bool) -> Result<Precisi
 
 async fn write_v1(
     State(r): State<Arc<Router>>,
-    Query(params): Params,
+    RawQuery(query): RawQuery,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    write_lines(r, "v1", params, headers, body).await
+    write_lines(r, "v1", query, headers, body).await
 }
 
 async fn write_v2(
     State(r): State<Arc<Router>>,
-    Query(params): Params,
+    RawQuery(query): RawQuery,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    write_lines(r, "v2", params, headers, body).await
+    write_lines(r, "v2", query, headers, body).await
 }
 
 #[tracing::instrument(name = "write", skip_all, fields(endpoint = endpoint))]
 async fn write_lines(
     r: Arc<Router>,
     endpoint: &'static str,
-    params: HashMap<String, String>,
+    query: Option<String>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
     let started = Instant::now();
     let v1 = endpoint == "v1";
     let prep = async {
+        let params = parse_params(query.as_deref())?;
         let token = presented_token(&headers, v1.then_some(&params));
         check_token(&r.options.auth_tokens, token)?;
         let db = if v1 {
@@ -350,13 +457,14 @@ impl<'a> MsgValue<'a> {
 
 async fn write_msgpack(
     State(r): State<Arc<Router>>,
-    Query(params): Params,
+    RawQuery(query): RawQuery,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
     let endpoint = "msgpack";
     let started = Instant::now();
     let prep = async {
+        let params = parse_params(query.as_deref())?;
         check_token(
             &r.options.auth_tokens,
             presented_token(&headers, Some(&params)),
@@ -417,7 +525,7 @@ async fn write_msgpack(
 
 async fn write_prom(
     State(r): State<Arc<Router>>,
-    Query(params): Params,
+    RawQuery(query): RawQuery,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
@@ -425,6 +533,7 @@ async fn write_prom(
     let started = Instant::now();
     let limit = r.options.max_body_bytes;
     let prep = async {
+        let params = parse_params(query.as_deref())?;
         check_token(
             &r.options.auth_tokens,
             presented_token(&headers, Some(&params)),
@@ -433,7 +542,10 @@ async fn write_prom(
             .get("db")
             .cloned()
             .unwrap_or_else(|| "prometheus".into());
-        let compressed = read_body(&HeaderMap::new(), body, limit).await?;
+        // remote_write bodies are snappy block format (Prometheus says
+        // `Content-Encoding: snappy`); nothing else is read.
+        content_encoding(&headers, &["snappy"])?;
+        let compressed = read_raw_body(&headers, body, limit).await?;
         metrics::BYTES
             .with_label_values(&[endpoint])
             .inc_by(compressed.len() as u64);
@@ -456,6 +568,8 @@ async fn write_prom(
     };
     let res = r
         .write(endpoint, &db, size, Precision::Millisecond, |b| {
+            // NaN is how Prometheus marks a stale series: kept here only.
+            b.keep_non_finite_floats();
             let mut tags = Vec::new();
             let mut i = 0usize;
             for ts in &req.timeseries {
@@ -501,12 +615,13 @@ async fn write_prom(
 
 async fn sql(
     State(r): State<Arc<Router>>,
-    Query(params): Params,
+    RawQuery(query): RawQuery,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
     let endpoint = "sql";
     let res = async {
+        let params = parse_params(query.as_deref())?;
         check_token(
             &r.options.auth_tokens,
             presented_token(&headers, Some(&params)),
@@ -518,9 +633,16 @@ async fn sql(
                 let text = String::from_utf8(b.to_vec())
                     .map_err(|_| Error::BadRequest("query is not UTF-8".into()))?;
                 // Form posts (`q=...`) and raw SQL bodies both work.
-                match text.strip_prefix("q=") {
-                    Some(rest) => form_decode(rest),
-                    None => text,
+                let form = headers
+                    .get(header::CONTENT_TYPE)
+                    .and_then(|v| v.to_str().ok())
+                    .is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"));
+                if form || text.starts_with("q=") {
+                    parse_params(Some(&text))?
+                        .remove("q")
+                        .ok_or_else(|| Error::BadRequest("the form has no `q` field".into()))?
+                } else {
+                    text
                 }
             }
         };
@@ -539,28 +661,6 @@ async fn sql(
     }
 }
 
-fn form_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let hex = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < b.len() => match (hex(b[i + 1]), hex(b[i + 2])) {
-                (Some(h), Some(l)) => {
-                    out.push(h * 16 + l);
-                    i += 2;
-                }
-                _ => out.push(b'%'),
-            },
-            c => out.push(c),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 // ------------------------------------------------------------------ misc
 
 async fn ping() -> Response {
@@ -572,22 +672,89 @@ async fn ping() -> Response {
     resp
 }
 
+/// Git commit of the build, when the build set `SHARDHOUSE_GIT_COMMIT`.
+const GIT_COMMIT: &str = match option_env!("SHARDHOUSE_GIT_COMMIT") {
+    Some(c) => c,
+    None => "",
+};
+
+/// The body of `/health`, shaped as InfluxDB 1.8/2.x answer it (the v2
+/// client libraries' `health()` reads `name`, `message`, `status`,
+/// `checks`, `version`, `commit`), plus `shard_map_epoch`.
+pub fn health_body(shard_map_epoch: u64) -> serde_json::Value {
+    serde_json::json!({
+        "name": "shardhouse",
+        "message": "ready for queries and writes",
+        "status": "pass",
+        "checks": [],
+        "version": env!("CARGO_PKG_VERSION"),
+        "commit": GIT_COMMIT,
+        "shard_map_epoch": shard_map_epoch,
+    })
+}
+
 async fn health(State(r): State<Arc<Router>>) -> Response {
     let epoch = r.cluster.shard_map().map(|m| m.epoch).unwrap_or(0);
     (
         StatusCode::OK,
         [(header::CONTENT_TYPE, "application/json")],
-        serde_json::json!({"status": "pass", "shard_map_epoch": epoch}).to_string(),
+        health_body(epoch).to_string(),
     )
         .into_response()
 }
 
-/// Ready once a shard map is known (writes can be routed).
-async fn ready(State(r): State<Arc<Router>>) -> Response {
-    match r.cluster.shard_map() {
-        Ok(_) => (StatusCode::OK, "ready").into_response(),
-        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, e.to_string()).into_response(),
+/// A duration as Go prints it (`1h2m3.5s`, `250ms` is `0.25s` here: whole
+/// seconds and a trimmed fraction), as InfluxDB's `/ready` `up` field.
+pub fn go_duration(d: std::time::Duration) -> String {
+    let secs = d.as_secs();
+    let (h, m, s) = (secs / 3_600, secs % 3_600 / 60, secs % 60);
+    let mut out = String::new();
+    if h > 0 {
+        out.push_str(&format!("{h}h"));
     }
+    if h > 0 || m > 0 {
+        out.push_str(&format!("{m}m"));
+    }
+    out.push_str(&s.to_string());
+    if d.subsec_nanos() > 0 {
+        let frac = format!("{:09}", d.subsec_nanos());
+        out.push('.');
+        out.push_str(frac.trim_end_matches('0'));
+    }
+    out.push('s');
+    out
+}
+
+/// Ready once a shard map is known (writes can be routed), answered as
+/// InfluxDB 2.x does: 200 `{"status":"ready","started":..,"up":..}`;
+/// before, 503 `{"status":"starting","message":<why>}`.
+async fn ready(State(r): State<Arc<Router>>) -> Response {
+    let (status, body) = match r.cluster.shard_map() {
+        Ok(_) => {
+            let started = r
+                .started
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default();
+            (
+                StatusCode::OK,
+                serde_json::json!({
+                    "status": "ready",
+                    "started": query::rfc3339_utc(started.as_secs() as i64, started.subsec_nanos()),
+                    "up": go_duration(r.started.elapsed().unwrap_or_default()),
+                }),
+            )
+        }
+        Err(e) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            serde_json::json!({"status": "starting", "message": e.to_string()}),
+        ),
+    };
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
 }
 
 async fn metrics_text() -> Response {
@@ -603,16 +770,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn base64_and_basic_auth_decode() {
-        assert_eq!(base64_decode("dXNlcjpzZWNyZXQ=").unwrap(), b"user:secret");
-        assert_eq!(base64_decode("YQ").unwrap(), b"a");
-        assert!(base64_decode("!!").is_none());
+    fn basic_auth_decode() {
         let mut h = HeaderMap::new();
-        h.insert(
-            header::AUTHORIZATION,
-            HeaderValue::from_static("Basic dXNlcjpzZWNyZXQ="),
-        );
-        assert_eq!(presented_token(&h, None).as_deref(), Some("secret"));
+        for (v, want) in [
+            ("Basic dXNlcjpzZWNyZXQ=", Some("secret")),
+            ("Basic dXNlcjpzZWNyZXQ", Some("secret")),
+            ("Basic !!", None),
+        ] {
+            h.insert(header::AUTHORIZATION, HeaderValue::from_static(v));
+            assert_eq!(presented_token(&h, None).as_deref(), want, "{v}");
+        }
     }
 
     #[test]
@@ -633,8 +800,89 @@ mod tests {
     }
 
     #[test]
-    fn form_decoding() {
-        assert_eq!(form_decode("SELECT+1%2C2"), "SELECT 1,2");
-        assert_eq!(form_decode("a%zz"), "a%zz");
+    fn query_parameters_are_decoded_strictly() {
+        let p = parse_params(Some("db=my+db&q=SELECT+1%2C2&p=%C3%A9")).unwrap();
+        assert_eq!(p["db"], "my db");
+        assert_eq!(p["q"], "SELECT 1,2");
+        assert_eq!(p["p"], "é");
+        assert!(parse_params(None).unwrap().is_empty());
+        for (raw, want) in [
+            (
+                "db=%ZZ",
+                "query parameter \"db\" has an invalid percent-escape \"%ZZ\" at byte 0",
+            ),
+            (
+                "db=a%2",
+                "query parameter \"db\" has an invalid percent-escape",
+            ),
+            ("precision=s&db=a%", "query parameter \"db\""),
+            ("db=%FF", "query parameter \"db\" is not UTF-8"),
+            ("d%zb=x", "query parameter name \"d%zb\""),
+        ] {
+            let e = parse_params(Some(raw)).unwrap_err();
+            assert_eq!(e.status(), StatusCode::BAD_REQUEST);
+            assert!(e.to_string().contains(want), "{raw}: {e}");
+        }
+    }
+
+    #[test]
+    fn content_encodings_other_than_gzip_and_identity_are_415() {
+        let with = |v: &'static str| {
+            let mut h = HeaderMap::new();
+            h.insert(header::CONTENT_ENCODING, HeaderValue::from_static(v));
+            h
+        };
+        let allowed = &["gzip", "identity"];
+        assert_eq!(
+            content_encoding(&HeaderMap::new(), allowed).unwrap(),
+            "identity"
+        );
+        assert_eq!(content_encoding(&with("GZIP"), allowed).unwrap(), "gzip");
+        assert_eq!(content_encoding(&with("x-gzip"), allowed).unwrap(), "gzip");
+        assert_eq!(
+            content_encoding(&with("identity"), allowed).unwrap(),
+            "identity"
+        );
+        for v in ["br", "deflate", "zstd", "gzip, br"] {
+            let e = content_encoding(&with(v), allowed).unwrap_err();
+            assert_eq!(e.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
+            assert!(e.to_string().contains(v), "{e}");
+        }
+    }
+
+    #[test]
+    fn error_headers_and_messages_are_bounded() {
+        let long = format!("bad {}", "x".repeat(100 * 1024));
+        let h = error_header(&long);
+        assert!(h.len() <= MAX_ERROR_HEADER_BYTES, "{}", h.len());
+        // UTF-8 bytes (the `…`), as InfluxDB sends names.
+        assert!(String::from_utf8_lossy(h.as_bytes()).ends_with("bytes)"));
+        let resp = json_error(StatusCode::BAD_REQUEST, "invalid", &long);
+        assert!(resp.headers()["x-influxdb-error"].len() <= MAX_ERROR_HEADER_BYTES);
+        // UTF-8 and control characters survive as header bytes.
+        let h = error_header("measurement \"é\"\nline 2");
+        assert_eq!(h.as_bytes(), "measurement \"é\" line 2".as_bytes());
+        assert_eq!(bounded("short", 10), "short");
+        let b = bounded(&"é".repeat(100), 50);
+        assert!(
+            b.len() <= 50 && b.ends_with("(truncated, 200 bytes)"),
+            "{b}"
+        );
+    }
+
+    #[test]
+    fn health_has_influxdb_fields_and_durations_print_as_go() {
+        let h = health_body(7);
+        for k in ["name", "message", "status", "version", "commit"] {
+            assert!(h[k].is_string(), "{k}: {h}");
+        }
+        assert_eq!(h["status"], "pass");
+        assert_eq!(h["checks"], serde_json::json!([]));
+        assert_eq!(h["shard_map_epoch"], 7);
+        use std::time::Duration;
+        assert_eq!(go_duration(Duration::from_millis(14_250)), "14.25s");
+        assert_eq!(go_duration(Duration::from_secs(3_723)), "1h2m3s");
+        assert_eq!(go_duration(Duration::from_secs(60)), "1m0s");
+        assert_eq!(go_duration(Duration::ZERO), "0s");
     }
 }

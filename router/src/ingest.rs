@@ -27,6 +27,8 @@ pub struct Router {
     inflight: Arc<Semaphore>,
     request_prefix: u64,
     request_seq: AtomicU64,
+    /// When the router started (`/ready` answers it).
+    pub started: SystemTime,
 }
 
 /// What a write did: points committed and points rejected (partial write).
@@ -71,6 +73,7 @@ impl Router {
             inflight,
             request_prefix: (now_nanos() as u64) ^ (u64::from(std::process::id()) << 40),
             request_seq: AtomicU64::new(0),
+            started: SystemTime::now(),
         }
     }
 
@@ -91,6 +94,8 @@ impl Router {
     where
         F: for<'b> FnOnce(&mut RequestBatch<'b>),
     {
+        shardhouse_common::names::validate_database(db)
+            .map_err(|e| Error::BadRequest(e.to_string()))?;
         let deadline = Instant::now() + Duration::from_millis(self.options.request_timeout_ms);
         let n = budget_bytes.clamp(1, self.options.max_inflight_bytes) as u32;
         let _permit = self

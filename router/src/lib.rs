@@ -15,6 +15,7 @@ pub mod ingest;
 pub mod metrics;
 pub mod node_mux;
 pub mod query;
+pub mod sql_check;
 
 pub use error::{Error, Result};
 

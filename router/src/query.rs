@@ -4,42 +4,46 @@
 
 use crate::error::{Error, Result};
 use crate::ingest::Router;
-use arrow_array::{ArrayRef, RecordBatch, UInt32Array};
-use arrow_schema::{DataType, Field, Schema};
+use arrow_array::cast::AsArray;
+use arrow_array::types::{
+    TimestampMicrosecondType, TimestampMillisecondType, TimestampNanosecondType,
+    TimestampSecondType,
+};
+use arrow_array::{
+    Array, ArrayRef, ArrowPrimitiveType, FixedSizeListArray, LargeListArray, ListArray, MapArray,
+    RecordBatch, StringArray, StructArray, UInt32Array,
+};
+use arrow_schema::{DataType, Field, FieldRef, Fields, Schema, TimeUnit};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// Accepts exactly one SELECT statement (a trailing `;` is allowed).
+/// Accepts exactly one SELECT (or WITH ... SELECT) statement; see
+/// [`crate::sql_check`] for the rules. Returns the statement to run.
 pub fn validate_select(q: &str) -> Result<String> {
-    let t = q.trim();
-    let t = t.strip_suffix(';').unwrap_or(t).trim();
-    let first = t
-        .split(|c: char| c.is_whitespace() || c == '(')
-        .next()
-        .unwrap_or("");
-    if !first.eq_ignore_ascii_case("select") {
-        return Err(Error::BadRequest(format!(
-            "only SELECT statements are allowed here, got {:?}",
-            t.chars().take(40).collect::<String>()
-        )));
+    crate::sql_check::check_select(q).map_err(Error::BadRequest)
+}
+
+/// Name of the column that says which shard a row came from: `shard`, or
+/// `_shard` (more underscores as needed) when the result already has a
+/// column of that name (`SELECT 1 AS shard`), so a row never has two
+/// keys of one name.
+pub fn shard_column_name(schema: &Schema) -> String {
+    let mut name = "shard".to_owned();
+    while schema.fields().iter().any(|f| f.name() == &name) {
+        name.insert(0, '_');
     }
-    if t.contains(';') {
-        return Err(Error::BadRequest(
-            "send one statement per request (found `;` inside)".into(),
-        ));
-    }
-    Ok(t.to_owned())
+    name
 }
 
 fn with_shard_column(batch: &RecordBatch, shard: u32) -> Result<RecordBatch> {
-    let mut fields: Vec<Field> = batch
-        .schema()
-        .fields()
-        .iter()
-        .map(|f| f.as_ref().clone())
-        .collect();
-    fields.push(Field::new("shard", DataType::UInt32, false));
+    let schema = batch.schema();
+    let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+    fields.push(Field::new(
+        shard_column_name(&schema),
+        DataType::UInt32,
+        false,
+    ));
     let mut cols: Vec<ArrayRef> = batch.columns().to_vec();
     cols.push(Arc::new(UInt32Array::from(vec![shard; batch.num_rows()])));
     RecordBatch::try_new(Arc::new(Schema::new(fields)), cols)
@@ -75,14 +79,22 @@ pub async fn run(router: &Router, q: &str, csv: bool) -> Result<(&'static str, V
     encode(&batches, csv)
 }
 
-/// Encodes merged batches as JSON rows or CSV.
+/// Encodes merged batches as JSON rows or CSV. Timestamps (at any depth)
+/// are written as RFC 3339 UTC strings whatever their time zone label
+/// (chDB labels DateTime64 with the machine's zone) and whatever the
+/// router's `TZ`.
 pub fn encode(batches: &[RecordBatch], csv: bool) -> Result<(&'static str, Vec<u8>)> {
     let err = |e: arrow_schema::ArrowError| Error::Internal(format!("encoding result: {e}"));
+    let batches = batches
+        .iter()
+        .map(timestamps_as_utc_strings)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(err)?;
     if csv {
         let mut w = arrow_csv::WriterBuilder::new()
             .with_header(true)
             .build(Vec::new());
-        for b in batches {
+        for b in &batches {
             w.write(b).map_err(err)?;
         }
         return Ok(("text/csv", w.into_inner()));
@@ -96,6 +108,172 @@ pub fn encode(batches: &[RecordBatch], csv: bool) -> Result<(&'static str, Vec<u
         out = b"[]".to_vec();
     }
     Ok(("application/json", out))
+}
+
+/// RFC 3339 in UTC of `secs` + `nanos` since the epoch:
+/// `2023-11-14T22:13:20Z`, with the fraction's digits up to the last
+/// non-zero one (`.5`, `.000001`) when it is not zero (Go's RFC3339Nano,
+/// as InfluxDB answers).
+pub fn rfc3339_utc(secs: i64, nanos: u32) -> String {
+    let days = secs.div_euclid(86_400);
+    let sod = secs.rem_euclid(86_400);
+    // Days to civil date (Howard Hinnant's algorithm, proleptic Gregorian).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let mut out = format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}",
+        sod / 3_600,
+        sod % 3_600 / 60,
+        sod % 60
+    );
+    if nanos > 0 {
+        let frac = format!("{nanos:09}");
+        out.push('.');
+        out.push_str(frac.trim_end_matches('0'));
+    }
+    out.push('Z');
+    out
+}
+
+fn contains_timestamp(dt: &DataType) -> bool {
+    match dt {
+        DataType::Timestamp(..) => true,
+        DataType::List(f)
+        | DataType::LargeList(f)
+        | DataType::FixedSizeList(f, _)
+        | DataType::Map(f, _) => contains_timestamp(f.data_type()),
+        DataType::Struct(fields) => fields.iter().any(|f| contains_timestamp(f.data_type())),
+        _ => false,
+    }
+}
+
+fn utc_strings<T: ArrowPrimitiveType<Native = i64>>(a: &dyn Array, per_sec: i64) -> ArrayRef {
+    let nanos_per_unit = 1_000_000_000 / per_sec;
+    let strings: StringArray = a
+        .as_primitive::<T>()
+        .iter()
+        .map(|v| {
+            v.map(|v| {
+                let nanos = v.rem_euclid(per_sec) * nanos_per_unit;
+                rfc3339_utc(v.div_euclid(per_sec), nanos as u32)
+            })
+        })
+        .collect();
+    Arc::new(strings)
+}
+
+fn with_type(f: &FieldRef, dt: &DataType) -> FieldRef {
+    Arc::new(f.as_ref().clone().with_data_type(dt.clone()))
+}
+
+/// `a` with every Timestamp, at any depth, replaced by RFC 3339 UTC strings.
+fn timestamps_to_strings(a: &ArrayRef) -> Result<ArrayRef, arrow_schema::ArrowError> {
+    if !contains_timestamp(a.data_type()) {
+        return Ok(a.clone());
+    }
+    Ok(match a.data_type() {
+        DataType::Timestamp(TimeUnit::Second, _) => utc_strings::<TimestampSecondType>(a, 1),
+        DataType::Timestamp(TimeUnit::Millisecond, _) => {
+            utc_strings::<TimestampMillisecondType>(a, 1_000)
+        }
+        DataType::Timestamp(TimeUnit::Microsecond, _) => {
+            utc_strings::<TimestampMicrosecondType>(a, 1_000_000)
+        }
+        DataType::Timestamp(TimeUnit::Nanosecond, _) => {
+            utc_strings::<TimestampNanosecondType>(a, 1_000_000_000)
+        }
+        DataType::List(f) => {
+            let l = a.as_list::<i32>();
+            let values = timestamps_to_strings(l.values())?;
+            Arc::new(ListArray::try_new(
+                with_type(f, values.data_type()),
+                l.offsets().clone(),
+                values,
+                l.nulls().cloned(),
+            )?)
+        }
+        DataType::LargeList(f) => {
+            let l = a.as_list::<i64>();
+            let values = timestamps_to_strings(l.values())?;
+            Arc::new(LargeListArray::try_new(
+                with_type(f, values.data_type()),
+                l.offsets().clone(),
+                values,
+                l.nulls().cloned(),
+            )?)
+        }
+        DataType::FixedSizeList(f, size) => {
+            let l = a.as_fixed_size_list();
+            let values = timestamps_to_strings(l.values())?;
+            Arc::new(FixedSizeListArray::try_new(
+                with_type(f, values.data_type()),
+                *size,
+                values,
+                l.nulls().cloned(),
+            )?)
+        }
+        DataType::Struct(fields) => {
+            let s = a.as_struct();
+            let columns = s
+                .columns()
+                .iter()
+                .map(timestamps_to_strings)
+                .collect::<Result<Vec<_>, _>>()?;
+            let fields: Fields = fields
+                .iter()
+                .zip(&columns)
+                .map(|(f, c)| with_type(f, c.data_type()))
+                .collect();
+            Arc::new(StructArray::try_new(fields, columns, s.nulls().cloned())?)
+        }
+        DataType::Map(f, sorted) => {
+            let m = a.as_map();
+            let entries: ArrayRef = Arc::new(m.entries().clone());
+            let entries = timestamps_to_strings(&entries)?;
+            Arc::new(MapArray::try_new(
+                with_type(f, entries.data_type()),
+                m.offsets().clone(),
+                entries.as_struct().clone(),
+                m.nulls().cloned(),
+                *sorted,
+            )?)
+        }
+        _ => a.clone(),
+    })
+}
+
+/// `batch` with its timestamp columns as RFC 3339 UTC strings.
+fn timestamps_as_utc_strings(batch: &RecordBatch) -> Result<RecordBatch, arrow_schema::ArrowError> {
+    let schema = batch.schema();
+    if !schema
+        .fields()
+        .iter()
+        .any(|f| contains_timestamp(f.data_type()))
+    {
+        return Ok(batch.clone());
+    }
+    let columns = batch
+        .columns()
+        .iter()
+        .map(timestamps_to_strings)
+        .collect::<Result<Vec<_>, _>>()?;
+    let fields: Vec<FieldRef> = schema
+        .fields()
+        .iter()
+        .zip(&columns)
+        .map(|(f, c)| with_type(f, c.data_type()))
+        .collect();
+    RecordBatch::try_new(
+        Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone())),
+        columns,
+    )
 }
 
 #[cfg(test)]
@@ -146,5 +324,156 @@ mod tests {
         let (_, csv) = encode(&[b], true).unwrap();
         assert_eq!(String::from_utf8(csv).unwrap(), "v,shard\n7,3\n8,3\n");
         assert_eq!(encode(&[], false).unwrap().1, b"[]");
+    }
+
+    /// Issue 12: `SELECT 1 AS shard` gave row objects with two `shard` keys.
+    #[test]
+    fn a_result_with_its_own_shard_column_gets_underscore_shard() {
+        let b = RecordBatch::try_new(
+            Arc::new(Schema::new(vec![Field::new(
+                "shard",
+                DataType::Int64,
+                false,
+            )])),
+            vec![Arc::new(Int64Array::from(vec![1]))],
+        )
+        .unwrap();
+        let b = with_shard_column(&b, 5).unwrap();
+        let (_, json) = encode(std::slice::from_ref(&b), false).unwrap();
+        assert_eq!(
+            String::from_utf8(json).unwrap(),
+            r#"[{"shard":1,"_shard":5}]"#
+        );
+        let (_, csv) = encode(std::slice::from_ref(&b), true).unwrap();
+        assert_eq!(String::from_utf8(csv).unwrap(), "shard,_shard\n1,5\n");
+        // And again when `_shard` is taken too.
+        let b = with_shard_column(&b, 6).unwrap();
+        assert_eq!(b.schema().field(2).name(), "__shard");
+    }
+
+    #[test]
+    fn rfc3339_in_utc() {
+        assert_eq!(rfc3339_utc(0, 0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339_utc(1_700_000_000, 0), "2023-11-14T22:13:20Z");
+        assert_eq!(
+            rfc3339_utc(1_700_000_000, 500_000_000),
+            "2023-11-14T22:13:20.5Z"
+        );
+        assert_eq!(
+            rfc3339_utc(1_700_000_000, 1),
+            "2023-11-14T22:13:20.000000001Z"
+        );
+        assert_eq!(
+            rfc3339_utc(-1, 999_999_999),
+            "1969-12-31T23:59:59.999999999Z"
+        );
+        assert_eq!(rfc3339_utc(951_782_400, 0), "2000-02-29T00:00:00Z");
+        // The int64 nanosecond extremes.
+        assert_eq!(
+            rfc3339_utc(
+                i64::MIN.div_euclid(1_000_000_000),
+                i64::MIN.rem_euclid(1_000_000_000) as u32
+            ),
+            "1677-09-21T00:12:43.145224192Z"
+        );
+        assert_eq!(
+            rfc3339_utc(i64::MAX / 1_000_000_000, (i64::MAX % 1_000_000_000) as u32),
+            "2262-04-11T23:47:16.854775807Z"
+        );
+    }
+
+    fn time_batch(tz: Option<&str>) -> RecordBatch {
+        use arrow_array::TimestampNanosecondArray;
+        let t = TimestampNanosecondArray::from(vec![
+            Some(1_700_000_000_000_000_000),
+            Some(1_700_000_000_250_000_000),
+            None,
+        ])
+        .with_timezone_opt(tz.map(str::to_owned));
+        let ty = t.data_type().clone();
+        // The same instants in a nested column: List<Timestamp>.
+        let inner = Arc::new(Field::new("item", ty.clone(), true));
+        let list = ListArray::new(
+            inner.clone(),
+            arrow_buffer::OffsetBuffer::from_lengths([1, 1, 0]),
+            Arc::new(t.clone()),
+            None,
+        );
+        RecordBatch::try_new(
+            Arc::new(Schema::new(vec![
+                Field::new("time", ty, true),
+                Field::new("times", DataType::List(inner), true),
+            ])),
+            vec![Arc::new(t), Arc::new(list)],
+        )
+        .unwrap()
+    }
+
+    /// Issue 12: chDB labels DateTime64 with the machine's zone name, and
+    /// arrow refused "Etc/UTC" (500 on the README's own query). Any label
+    /// gives the same UTC text. (`tests/sql_time_zone.rs` repeats this
+    /// under several `TZ` values.)
+    #[test]
+    fn timestamps_render_as_rfc3339_utc_whatever_the_zone_label() {
+        for tz in [
+            Some("Etc/UTC"),
+            Some("UTC"),
+            Some("Europe/Berlin"),
+            Some("America/New_York"),
+            Some("+05:30"),
+            Some("-08:00"),
+            None,
+        ] {
+            let b = with_shard_column(&time_batch(tz), 0).unwrap();
+            let (ct, json) = encode(std::slice::from_ref(&b), false).unwrap();
+            assert_eq!(ct, "application/json");
+            let rows: serde_json::Value = serde_json::from_slice(&json).unwrap();
+            assert_eq!(
+                rows,
+                serde_json::json!([
+                    {"time": "2023-11-14T22:13:20Z", "times": ["2023-11-14T22:13:20Z"], "shard": 0},
+                    {"time": "2023-11-14T22:13:20.25Z", "times": ["2023-11-14T22:13:20.25Z"], "shard": 0},
+                    {"times": [], "shard": 0},
+                ]),
+                "label {tz:?}"
+            );
+            let plain = RecordBatch::try_new(
+                Arc::new(Schema::new(vec![b.schema().field(0).clone()])),
+                vec![b.column(0).clone()],
+            )
+            .unwrap();
+            let (ct, csv) = encode(&[plain], true).unwrap();
+            assert_eq!(ct, "text/csv");
+            assert_eq!(
+                String::from_utf8(csv).unwrap(),
+                // (the csv crate quotes the empty field of a one-column row)
+                "time\n2023-11-14T22:13:20Z\n2023-11-14T22:13:20.25Z\n\"\"\n",
+                "label {tz:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn other_time_units_and_struct_columns() {
+        use arrow_array::{TimestampMillisecondArray, TimestampSecondArray};
+        let s = TimestampSecondArray::from(vec![1_700_000_000]).with_timezone("Asia/Kolkata");
+        let ms = TimestampMillisecondArray::from(vec![1_700_000_000_123]).with_timezone("Etc/UTC");
+        let st = StructArray::from(vec![(
+            Arc::new(Field::new("at", ms.data_type().clone(), false)),
+            Arc::new(ms.clone()) as ArrayRef,
+        )]);
+        let b = RecordBatch::try_new(
+            Arc::new(Schema::new(vec![
+                Field::new("s", s.data_type().clone(), false),
+                Field::new("st", st.data_type().clone(), false),
+            ])),
+            vec![Arc::new(s), Arc::new(st)],
+        )
+        .unwrap();
+        let (_, json) = encode(&[b], false).unwrap();
+        assert_eq!(
+            String::from_utf8(json).unwrap(),
+            r#"[{"s":"2023-11-14T22:13:20Z","st":{"at":"2023-11-14T22:13:20.123Z"}}]"#
+        );
     }
 }

@@ -58,6 +58,27 @@ fn decode(ipc: &[u8]) -> Vec<RecordBatch> {
         .collect()
 }
 
+/// `b` with its `time` column (the first) labelled with zone `tz`.
+fn with_zone_label(b: &RecordBatch, tz: &str) -> RecordBatch {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::TimestampNanosecondType;
+    let time = b
+        .column(0)
+        .as_primitive::<TimestampNanosecondType>()
+        .clone()
+        .with_timezone(tz);
+    let mut fields: Vec<arrow_schema::Field> = b
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    fields[0] = fields[0].clone().with_data_type(time.data_type().clone());
+    let mut columns = b.columns().to_vec();
+    columns[0] = Arc::new(time);
+    RecordBatch::try_new(Arc::new(arrow_schema::Schema::new(fields)), columns).unwrap()
+}
+
 impl FakeNode {
     /// One shard write, answered as the scripted mode says.
     async fn write_one(&self, req: WriteRequest) -> WriteResponse {
@@ -158,13 +179,17 @@ impl Node for FakeNode {
             .skip_while(|w| !w.eq_ignore_ascii_case("from"))
             .nth(1)
             .unwrap_or_default()
+            .trim_matches('`')
             .to_owned();
         let st = self.state.lock().await;
+        // chDB labels DateTime64 with the machine's zone name: so does
+        // this stand-in (issue 12: the router answered 500 on it).
         let batches: Vec<RecordBatch> = st
             .writes
             .iter()
             .filter(|w| w.shard == shard && w.measurement == table)
             .flat_map(|w| decode(&w.points_ipc))
+            .map(|b| with_zone_label(&b, "Etc/UTC"))
             .collect();
         let mut out = Vec::new();
         if let Some(first) = batches.first() {
@@ -854,8 +879,24 @@ async fn ping_health_ready_and_metrics() {
     let h = harness(1, 1, |_| {}).await;
     let get = |p: &str| h.client.get(h.url(p)).send();
     assert_eq!(get("/ping").await.unwrap().status(), 204);
-    assert_eq!(get("/health").await.unwrap().status(), 200);
-    assert_eq!(get("/ready").await.unwrap().status(), 200);
+    // /health and /ready as InfluxDB answers them (issue 12: the v2
+    // client's health() said "fail", ready() returned nothing).
+    let resp = get("/health").await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let v = json_body(resp).await;
+    assert_eq!(v["name"], "shardhouse");
+    assert_eq!(v["status"], "pass");
+    assert_eq!(v["message"], "ready for queries and writes");
+    assert_eq!(v["checks"], serde_json::json!([]));
+    assert_eq!(v["version"], env!("CARGO_PKG_VERSION"));
+    assert!(v["commit"].is_string() && v["shard_map_epoch"] == 1, "{v}");
+    let resp = get("/ready").await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let v = json_body(resp).await;
+    assert_eq!(v["status"], "ready");
+    let started = v["started"].as_str().unwrap();
+    assert!(started.ends_with('Z') && started.len() >= 20, "{v}");
+    assert!(v["up"].as_str().unwrap().ends_with('s'), "{v}");
     assert_eq!(h.post("/write?db=d", "cpu v=1\n").await.status(), 204);
     let text = get("/metrics").await.unwrap().text().await.unwrap();
     for name in [
@@ -952,4 +993,417 @@ async fn node_batching_off_sends_one_write_per_shard() {
     assert_eq!(st.calls, vec![1, 1, 1, 1], "one Node.Write per shard");
     drop(st);
     assert_eq!(h.total_rows().await, 40);
+}
+
+// ------------------------------------------------------------ issue 12
+
+/// The first write's measurement names that reached the nodes.
+async fn measurements_written(h: &Harness) -> Vec<String> {
+    let mut out = Vec::new();
+    for n in &h.nodes {
+        out.extend(n.writes().await.into_iter().map(|w| w.measurement));
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unstorable_names_are_400_naming_the_limit_and_the_valid_lines_are_written() {
+    let h = harness(2, 4, |_| {}).await;
+    // 200 `-` and 100 `é` are within 200 bytes but 600 once ClickHouse
+    // escapes them for a file name: acknowledged, then never storable.
+    let body = format!(
+        "cpu,host=a v=1 1000\n{} v=1 1000\n{} v=2 1000\nmem,host=a v=3 1000\n",
+        "-".repeat(200),
+        "é".repeat(100)
+    );
+    let resp = h.post("/write?db=d", body).await;
+    assert_eq!(resp.status(), 400);
+    let msg = json_body(resp).await["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(msg.contains("line 2"), "{msg}");
+    assert!(
+        msg.contains("600 bytes once every byte outside A-Z a-z 0-9 _ counts 3"),
+        "{msg}"
+    );
+    assert!(msg.contains("the limit is 160"), "{msg}");
+    assert!(msg.contains("2 of 4 points rejected"), "{msg}");
+    assert_eq!(h.total_rows().await, 2);
+    assert_eq!(measurements_written(&h).await, ["cpu", "mem"]);
+
+    // Other names and the series key, each naming its limit.
+    for (line, want) in [
+        (format!("m {}=1", "f".repeat(256)), "field key"),
+        (format!("m,{}=v f=1", "t".repeat(256)), "tag key"),
+        (
+            format!("m,t={} f=1", "v".repeat(70_000)),
+            "maximum key length",
+        ),
+        ("_series f=1".to_owned(), "reserved for the engine"),
+        ("a/b f=1".to_owned(), "contains `/`"),
+    ] {
+        let resp = h.post("/write?db=d", format!("{line}\nok v=1\n")).await;
+        assert_eq!(resp.status(), 400, "{want}");
+        let msg = json_body(resp).await["message"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(
+            msg.contains(want) && msg.contains("line 1"),
+            "{want}: {msg}"
+        );
+        assert!(msg.len() < 600, "{} bytes: {msg}", msg.len());
+    }
+    assert!(measurements_written(&h).await.contains(&"ok".to_owned()));
+
+    // msgpack and remote_write check the same rules, by point / sample.
+    #[derive(serde::Serialize)]
+    struct P {
+        measurement: String,
+        fields: std::collections::BTreeMap<&'static str, f64>,
+    }
+    let pts = vec![
+        P {
+            measurement: "weather".into(),
+            fields: [("t", 1.0)].into(),
+        },
+        P {
+            measurement: "-".repeat(200),
+            fields: [("t", 2.0)].into(),
+        },
+    ];
+    let resp = h
+        .post(
+            "/api/v1/write/msgpack?db=d",
+            rmp_serde::to_vec_named(&pts).unwrap(),
+        )
+        .await;
+    assert_eq!(resp.status(), 400);
+    let msg = json_body(resp).await["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        msg.contains("point 1") && msg.contains("the limit is 160"),
+        "{msg}"
+    );
+    assert!(measurements_written(&h)
+        .await
+        .contains(&"weather".to_owned()));
+
+    use shardhouse_common::prom_proto as pp;
+    let series = |name: String| pp::TimeSeries {
+        labels: vec![pp::Label {
+            name: "__name__".into(),
+            value: name,
+        }],
+        samples: vec![pp::Sample {
+            value: 1.0,
+            timestamp: 1_700_000_000_000,
+        }],
+    };
+    let req = pp::WriteRequest {
+        timeseries: vec![series("é".repeat(100)), series("up".into())],
+    };
+    let body = snap::raw::Encoder::new()
+        .compress_vec(&prost::Message::encode_to_vec(&req))
+        .unwrap();
+    let resp = h.post("/api/v1/prom/write", body).await;
+    assert_eq!(resp.status(), 400);
+    let msg = json_body(resp).await["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        msg.contains("sample 0") && msg.contains("the limit is 160"),
+        "{msg}"
+    );
+    assert!(measurements_written(&h).await.contains(&"up".to_owned()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_100_kib_measurement_gets_a_small_400() {
+    let h = harness(1, 1, |_| {}).await;
+    let body = format!("{} v=1\ncpu v=1\n", "m".repeat(100 * 1024));
+    let resp = h.post("/write?db=d", body).await;
+    assert_eq!(resp.status(), 400);
+    let header = resp.headers()["x-influxdb-error"].clone();
+    assert!(header.len() <= 1024, "header of {} bytes", header.len());
+    let text = resp.text().await.unwrap();
+    assert!(text.len() < 1024, "body of {} bytes: {text}", text.len());
+    // UTF-8 (the `…` of the excerpt), as InfluxDB sends names.
+    let header = String::from_utf8_lossy(header.as_bytes()).into_owned();
+    for part in [&header[..], &text[..]] {
+        assert!(part.contains("too long for a table name"), "{part}");
+        assert!(part.contains("…(102400 bytes)"), "{part}");
+    }
+    assert_eq!(h.total_rows().await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_content_encodings_are_415_on_every_write_endpoint() {
+    let h = harness(1, 1, |_| {}).await;
+    for (path, encoding) in [
+        ("/write?db=d", "br"),
+        ("/api/v2/write?bucket=b", "br"),
+        ("/api/v1/write/msgpack?db=d", "br"),
+        ("/api/v1/prom/write", "br"),
+        ("/api/v1/prom/write", "gzip"),
+        ("/write?db=d", "deflate"),
+        ("/api/v1/sql", "br"),
+    ] {
+        let resp = h
+            .client
+            .post(h.url(path))
+            .header("content-encoding", encoding)
+            .body("cpu v=1\n")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 415, "{path} {encoding}");
+        let v = json_body(resp).await;
+        assert_eq!(v["code"], "unsupported media type");
+        let msg = v["message"].as_str().unwrap();
+        assert!(msg.contains(&format!("{encoding:?}")), "{path}: {msg}");
+    }
+    assert_eq!(h.total_rows().await, 0);
+    // identity is the absence of an encoding.
+    let resp = h
+        .client
+        .post(h.url("/write?db=d"))
+        .header("content-encoding", "identity")
+        .body("cpu v=1\n")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 204);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_percent_escapes_and_database_names_are_400() {
+    let h = harness(1, 1, |_| {}).await;
+    for (path, want) in [
+        (
+            "/write?db=%ZZ",
+            "query parameter \"db\" has an invalid percent-escape",
+        ),
+        ("/api/v2/write?bucket=a%2", "query parameter \"bucket\""),
+        (
+            "/api/v1/write/msgpack?db=%FF",
+            "query parameter \"db\" is not UTF-8",
+        ),
+        ("/write?db=a%2Fb", "database name \"a/b\" contains `/`"),
+        ("/write?db=a%0Ab", "control character"),
+    ] {
+        let resp = h.post(path, "cpu v=1\n").await;
+        assert_eq!(resp.status(), 400, "{path}");
+        let msg = json_body(resp).await["message"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(msg.contains(want), "{path}: {msg}");
+    }
+    let resp = h
+        .post(&format!("/write?db={}", "d".repeat(65)), "cpu v=1\n")
+        .await;
+    assert_eq!(resp.status(), 400);
+    assert_eq!(h.total_rows().await, 0);
+    assert_eq!(h.post("/write?db=my%20db", "cpu v=1\n").await.status(), 204);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn msgpack_refuses_nan_like_line_protocol_but_remote_write_keeps_it() {
+    let h = harness(1, 1, |_| {}).await;
+    #[derive(serde::Serialize)]
+    struct P {
+        measurement: &'static str,
+        fields: std::collections::BTreeMap<&'static str, f64>,
+    }
+    for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+        let pts = vec![
+            P {
+                measurement: "m",
+                fields: [("v", 1.0)].into(),
+            },
+            P {
+                measurement: "m",
+                fields: [("v", bad)].into(),
+            },
+        ];
+        let resp = h
+            .post(
+                "/api/v1/write/msgpack?db=d",
+                rmp_serde::to_vec_named(&pts).unwrap(),
+            )
+            .await;
+        assert_eq!(resp.status(), 400, "{bad}");
+        let msg = json_body(resp).await["message"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(
+            msg.contains("point 1") && msg.contains("NaN and infinities"),
+            "{msg}"
+        );
+    }
+    // Line protocol: the same refusal.
+    let resp = h.post("/write?db=d", "m v=nan\n").await;
+    assert_eq!(resp.status(), 400);
+    assert_eq!(h.total_rows().await, 3, "the finite points were written");
+    // remote_write: NaN is a staleness marker and is kept.
+    use shardhouse_common::prom_proto as pp;
+    let req = pp::WriteRequest {
+        timeseries: vec![pp::TimeSeries {
+            labels: vec![pp::Label {
+                name: "__name__".into(),
+                value: "up".into(),
+            }],
+            samples: vec![pp::Sample {
+                value: f64::NAN,
+                timestamp: 1_700_000_000_000,
+            }],
+        }],
+    };
+    let body = snap::raw::Encoder::new()
+        .compress_vec(&prost::Message::encode_to_vec(&req))
+        .unwrap();
+    assert_eq!(h.post("/api/v1/prom/write", body).await.status(), 204);
+    assert_eq!(h.total_rows().await, 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn line_protocol_timestamp_int64_min_is_out_of_range_not_a_non_integer() {
+    let h = harness(1, 1, |_| {}).await;
+    let resp = h
+        .post(
+            "/write?db=d",
+            "m v=1 -9223372036854775808\nm v=2 -9223372036854775806\n",
+        )
+        .await;
+    assert_eq!(resp.status(), 400);
+    let msg = json_body(resp).await["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        msg.contains("line 1") && msg.contains("out of range"),
+        "{msg}"
+    );
+    assert!(!msg.contains("expected an integer"), "{msg}");
+    assert_eq!(
+        h.total_rows().await,
+        1,
+        "InfluxDB's minimum time is written"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sql_reads_zone_labelled_times_and_checks_statements_on_tokens() {
+    let h = harness(1, 2, |_| {}).await;
+    let body = "cpu,host=a v=1 1700000000000000000\na;b,host=a v=2 1700000000500000000\n";
+    assert_eq!(h.post("/write?db=d", body).await.status(), 204);
+    let sql = |q: &'static str, csv: bool| {
+        let mut params = vec![("q", q)];
+        if csv {
+            params.push(("format", "csv"));
+        }
+        h.client.get(h.url("/api/v1/sql")).query(&params).send()
+    };
+    // The node labels times "Etc/UTC" (as chDB does): JSON and CSV are 200.
+    let resp = sql("SELECT * FROM cpu FINAL", false).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let rows = json_body(resp).await;
+    assert_eq!(rows[0]["time"], "2023-11-14T22:13:20Z", "{rows}");
+    let resp = sql("SELECT * FROM cpu", true).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let csv = resp.text().await.unwrap();
+    assert!(csv.contains("2023-11-14T22:13:20Z"), "{csv}");
+    // A measurement named `a;b` can be queried.
+    let resp = sql("SELECT * FROM `a;b`", false).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let rows = json_body(resp).await;
+    assert_eq!(rows[0]["time"], "2023-11-14T22:13:20.5Z", "{rows}");
+    // Table functions and settings are refused, naming them and where.
+    for (q, want) in [
+        (
+            "SELECT * FROM file('/etc/passwd', 'LineAsString')",
+            "function \"file\" at line 1, column 15",
+        ),
+        ("SELECT 1 SETTINGS readonly=0", "SETTINGS"),
+        ("SELECT 1; SELECT 2", "one statement per request"),
+    ] {
+        let resp = sql(q, false).await.unwrap();
+        assert_eq!(resp.status(), 400, "{q}");
+        let msg = json_body(resp).await["message"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(msg.contains(want), "{q}: {msg}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ready_is_503_with_a_reason_until_a_shard_map_is_known() {
+    let opts = RouterOptions {
+        http_listen: "127.0.0.1:0".into(),
+        grpc_listen: "127.0.0.1:0".into(),
+        ..Default::default()
+    };
+    let cluster = Arc::new(Cluster::new("test", 1 << 20, Duration::from_secs(1)));
+    let router = shardhouse_router::start(opts, cluster.clone())
+        .await
+        .unwrap();
+    let url = format!("http://{}/ready", router.http_addr);
+    let resp = reqwest::get(&url).await.unwrap();
+    assert_eq!(resp.status(), 503);
+    let v = json_body(resp).await;
+    assert_eq!(v["status"], "starting");
+    assert!(v["message"].as_str().unwrap().contains("shard map"), "{v}");
+    cluster.set_shard_map(ShardMap::initial(
+        1,
+        1,
+        vec![NodeInfo {
+            node_id: 1,
+            grpc_addr: "127.0.0.1:1".into(),
+            http_addr: "127.0.0.1:1".into(),
+            cores: 1,
+        }],
+    ));
+    assert_eq!(reqwest::get(&url).await.unwrap().status(), 200);
+}
+
+/// The InfluxDB v2 Python client's `health()` and `ready()` (issue 12),
+/// when python3 can import `influxdb_client` (`pip install
+/// influxdb-client`); skipped otherwise.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn influxdb_v2_python_client_health_and_ready_pass() {
+    let have = std::process::Command::new("python3")
+        .args(["-c", "import influxdb_client"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have {
+        eprintln!("skipped: python3 cannot import influxdb_client (pip install influxdb-client)");
+        return;
+    }
+    let h = harness(1, 1, |_| {}).await;
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/clients/influxdb_v2_health.py"
+    );
+    let out = tokio::process::Command::new("python3")
+        .arg(script)
+        .arg(format!("http://{}", h.router.http_addr))
+        .output()
+        .await
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("OK"), "{text}");
 }
