@@ -69,27 +69,15 @@ pub fn literal(s: &str) -> String {
 }
 
 /// Measurement names become table names; names starting with `_` are the
-/// engine's own tables.
+/// engine's own tables. The rules (and why: ClickHouse's escaped file name
+/// limits) are `shardhouse_common::names`, shared with the router, which
+/// refuses such names before a write is proposed.
 pub fn validate_measurement(measurement: &str) -> Result<()> {
-    let bad = |reason: &str| {
-        Err(EngineError::InvalidMeasurement {
-            measurement: measurement.to_string(),
-            reason: reason.to_string(),
-        })
-    };
-    if measurement.is_empty() {
-        return bad("it is empty");
-    }
-    if measurement.starts_with('_') {
-        return bad("names starting with `_` are reserved");
-    }
-    if measurement.len() > 200 {
-        return bad("it is longer than 200 bytes");
-    }
-    if measurement.contains('\0') || measurement.contains('/') {
-        return bad("it contains NUL or `/`");
-    }
-    Ok(())
+    use shardhouse_common::names;
+    names::validate_measurement(measurement).map_err(|e| EngineError::InvalidMeasurement {
+        measurement: names::excerpt(measurement.as_bytes()),
+        reason: e.to_string(),
+    })
 }
 
 /// The types a field can have (InfluxDB's float, integer, unsigned, string, boolean).
