@@ -117,15 +117,14 @@ impl SeriesKey {
 
     /// InfluxDB's `Tags.ID()`: keys, then values, NUL-separated.
     pub fn tags_id(&self) -> Vec<u8> {
-        let mut id = Vec::new();
+        self.tags_id_bytes().collect()
+    }
+
+    fn tags_id_bytes(&self) -> impl Iterator<Item = u8> + '_ {
         let parts = self.tags.keys().chain(self.tags.values());
-        for (i, part) in parts.enumerate() {
-            if i > 0 {
-                id.push(0);
-            }
-            id.extend_from_slice(part.as_bytes());
-        }
-        id
+        parts
+            .enumerate()
+            .flat_map(|(i, part)| (i > 0).then_some(0u8).into_iter().chain(part.bytes()))
     }
 }
 
@@ -133,7 +132,7 @@ impl Ord for SeriesKey {
     fn cmp(&self, other: &Self) -> Ordering {
         self.name
             .cmp(&other.name)
-            .then_with(|| self.tags_id().cmp(&other.tags_id()))
+            .then_with(|| self.tags_id_bytes().cmp(other.tags_id_bytes()))
     }
 }
 
