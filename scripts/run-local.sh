@@ -68,14 +68,33 @@ Try it:
 Press Ctrl-C to stop every process.
 EOF
 
-# Foreground until Ctrl-C; a component that dies takes the cluster down
-# loudly instead of leaving a half-working cluster behind.
+# Foreground until Ctrl-C. A node that dies is reported and the others keep
+# serving (so a failover can be tried locally); `scripts/restart-node.sh K`
+# brings it back on its data dir and ports. Without etcd or the router the
+# cluster cannot serve, so their death stops everything, loudly.
+declare -A down=()
 while true; do
-  if dead=$(sh_first_dead); then
-    sh_log "$dead exited unexpectedly; last lines of $SH_DATA/logs/$dead.log:"
-    tail -n 30 "$SH_DATA/logs/$dead.log" >&2
-    exit 1
-  fi
+  for ((k = 1; k <= NODES; k++)); do
+    name="node-$k"
+    if sh_alive "$name"; then
+      if [ -n "${down[$name]:-}" ]; then
+        unset "down[$name]"
+        sh_log "$name is running again"
+      fi
+    elif [ -z "${down[$name]:-}" ]; then
+      down[$name]=1
+      sh_log "$name exited unexpectedly; the other nodes keep serving (with RF=$RF a shard keeps taking writes while a majority of its $RF replicas runs). Last lines of $SH_DATA/logs/$name.log:"
+      tail -n 20 "$SH_DATA/logs/$name.log" >&2 || true
+      sh_log "bring it back with: SHARDHOUSE_DATA=$SH_DATA scripts/restart-node.sh $k"
+    fi
+  done
+  for name in etcd router; do
+    if ! sh_alive "$name"; then
+      sh_log "$name exited unexpectedly; the cluster cannot serve without it. Last lines of $SH_DATA/logs/$name.log:"
+      tail -n 30 "$SH_DATA/logs/$name.log" >&2 || true
+      exit 1
+    fi
+  done
   sleep 1 &
   wait $! || true
 done

@@ -95,12 +95,39 @@ code=$(curl -s -o "$TMP/w.out" -w '%{http_code}' -XPOST "$ROUTER/write?db=shardh
 [ "$code" = 204 ] || fail "write answered $code: $(cat "$TMP/w.out")"
 wait_count 3
 echo "ok: 3 points written with curl and read back"
+
+# One node dying must not take the local cluster down (it used to).
+kill -KILL "$(cat "$SHARDHOUSE_DATA/pids/node-2.pid")"
+deadline=$((SECONDS + 30))
+until grep -q 'node-2 exited unexpectedly; the other nodes keep serving' "$TMP/run.out"; do
+  ((SECONDS < deadline)) || { cat "$TMP/run.out" >&2; fail "run-local.sh did not report the dead node"; }
+  kill -0 "$RUN_PID" 2>/dev/null || { cat "$TMP/run.out" >&2; fail "run-local.sh exited when one node died"; }
+  sleep 0.5
+done
+code=""
+deadline=$((SECONDS + 60))
+until [ "$code" = 204 ]; do
+  ((SECONDS < deadline)) || fail "writes fail with one of three nodes down (last $code: $(cat "$TMP/w.out"))"
+  code=$(curl -s -o "$TMP/w.out" -w '%{http_code}' -XPOST "$ROUTER/write?db=shardhouse" \
+    --data-binary 'smoke,host=c v=4 1700000002000000000' || true)
+  [ "$code" = 204 ] || sleep 1
+done
+kill -0 "$RUN_PID" 2>/dev/null || fail "run-local.sh exited"
+SHARDHOUSE_DATA="$SHARDHOUSE_DATA" scripts/restart-node.sh 2 >"$TMP/restart.out" 2>&1 ||
+  { cat "$TMP/restart.out" >&2; fail "scripts/restart-node.sh 2 failed"; }
+deadline=$((SECONDS + 30))
+until grep -q 'node-2 is running again' "$TMP/run.out"; do
+  ((SECONDS < deadline)) || { cat "$TMP/run.out" >&2; fail "run-local.sh did not see node-2 back"; }
+  sleep 0.5
+done
+wait_count 4
+echo "ok: node-2 killed, the rest kept serving and took a write, node-2 restarted"
 stop_cluster
 
 echo "== make run again on the same data dir"
 start_cluster
-wait_count 3
-echo "ok: the second run reuses the data (3 points still there)"
+wait_count 4
+echo "ok: the second run reuses the data (4 points still there)"
 stop_cluster
 
 echo "== chaos (short)"
@@ -110,4 +137,4 @@ last=$(tail -n 1 "$TMP/chaos.out")
 want=3; [ "$(id -u)" = 0 ] && want=4 # the partition needs root
 [ "${BASH_REMATCH[1]}" -ge "$want" ] || fail "chaos ran ${BASH_REMATCH[1]} scenarios, want $want"
 echo "ok: $last"
-echo "cluster: 3 passed, 0 failed"
+echo "cluster: 4 passed, 0 failed"

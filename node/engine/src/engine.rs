@@ -1,5 +1,6 @@
 //! The engine: one process-global chDB database, a connection pool, per-shard
-//! buffers and the flusher threads that drain them.
+//! buffers and the flusher threads that drain them (flush.rs), and users'
+//! read-only queries (read.rs).
 //!
 //! Every method blocks its calling thread (chDB calls are synchronous). Async
 //! callers must wrap calls in `tokio::task::spawn_blocking`; the flusher runs
@@ -15,19 +16,20 @@ use std::time::{Duration, Instant};
 use adbc_core::options::{OptionDatabase, OptionValue};
 use adbc_core::Driver;
 use adbc_driver_manager::ManagedDatabase;
-use arrow_array::cast::AsArray;
-use arrow_array::types::TimestampNanosecondType;
-use arrow_array::{new_null_array, Array, ArrayRef, RecordBatch, UInt64Array, UInt8Array};
-use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use arrow_array::RecordBatch;
+use arrow_schema::{Schema, SchemaRef};
 use bytes::Bytes;
 use crossbeam_channel::{Receiver, Sender};
 use parking_lot::{Mutex, RwLock};
 
+use crate::buffer::ShardBuf;
+use crate::catalog::{self, ShardCatalog};
+use crate::columns::{align, align_all, strings, u64s};
 use crate::error::{EngineError, Result};
 use crate::layout::{self, FieldType, FLUSHED_TABLE, SERIES_ID, SERIES_TABLE, TIME};
 use crate::pool::{Conn, Pool};
 use crate::stream::SchemaCache;
-use crate::{ipc, loader, metrics, snapshot};
+use crate::{flush, ipc, loader, metrics, snapshot};
 
 /// Engine settings. `pool_size` 0 means one connection per core.
 #[derive(Debug, Clone)]
@@ -85,6 +87,7 @@ fn open_database(chdb_dir: &Path, data_dir: &Path) -> Result<ManagedDatabase> {
             requested: data_dir,
         });
     }
+    pin_utc();
     let mut driver = loader::load_driver(chdb_dir)?;
     let uri = data_dir.to_str().ok_or_else(|| EngineError::DataDir {
         path: data_dir.clone(),
@@ -107,6 +110,18 @@ fn open_database(chdb_dir: &Path, data_dir: &Path) -> Result<ManagedDatabase> {
     Ok(db)
 }
 
+/// Makes the engine's server time zone UTC. chDB takes it from `TZ` when
+/// it loads, and displays and computes with it for `DateTime64` columns
+/// that name no zone, whatever `session_timezone` says (on a machine in
+/// New York, `toString(time)` gave New York time): results must not depend
+/// on where the node runs. Call before other threads start (the node's
+/// `main` does); the engine calls it again before loading chDB.
+pub fn pin_utc() {
+    if std::env::var("TZ").as_deref() != Ok("UTC") {
+        std::env::set_var("TZ", "UTC");
+    }
+}
+
 /// The age bound of one shard's buffer: `max_age` stretched by up to 7/16
 /// depending on the shard, so shards that started buffering together (all
 /// of them, under steady load) do not all flush in the same instant.
@@ -125,58 +140,47 @@ pub struct TableBatchRef<'a> {
     pub series_ipc: &'a Bytes,
 }
 
-/// Rows of one measurement waiting for a flush.
-#[derive(Default)]
-struct TableBuf {
-    batches: Vec<RecordBatch>,
-    rows: usize,
+/// What applying a committed entry decided. The decision depends only on
+/// the shard's log (its catalog and the entry), so every replica takes the
+/// same one.
+#[derive(Debug)]
+pub enum Applied {
+    /// The entry's rows are buffered for the flusher.
+    Stored,
+    /// The entry can never be stored (a field type conflicting with an
+    /// earlier entry, a malformed batch); nothing of it is kept.
+    Rejected(EngineError),
 }
 
-/// A shard's applied-but-not-flushed data.
-#[derive(Default)]
-struct ShardBuf {
-    tables: HashMap<String, TableBuf>,
-    series: Vec<RecordBatch>,
-    rows: usize,
-    max_index: u64,
-    oldest: Option<Instant>,
+/// A shard whose flush keeps failing for some of its tables; see
+/// [`Engine::flush_failures`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlushFailure {
+    pub shard: u32,
+    /// Tables whose rows could not be stored (`_series` for the series).
+    pub tables: Vec<String>,
+    pub error: String,
+    pub attempts: u32,
+    /// How long the tables have been failing.
+    pub failing_for: Duration,
 }
 
-impl ShardBuf {
-    fn is_empty(&self) -> bool {
-        self.max_index == 0
-    }
-
-    /// Puts `older` (a failed flush) back in front of what arrived since.
-    fn restore(&mut self, mut older: ShardBuf) {
-        for (m, mut tb) in std::mem::take(&mut self.tables) {
-            let e = older.tables.entry(m).or_default();
-            e.batches.append(&mut tb.batches);
-            e.rows += tb.rows;
-        }
-        older.series.append(&mut self.series);
-        older.rows += self.rows;
-        older.max_index = older.max_index.max(self.max_index);
-        older.oldest = match (older.oldest, self.oldest) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        *self = older;
-    }
-}
-
-struct ShardState {
-    shard: u32,
-    db: String,
-    buf: Mutex<ShardBuf>,
+pub(crate) struct ShardState {
+    pub(crate) shard: u32,
+    pub(crate) db: String,
+    pub(crate) buf: Mutex<ShardBuf>,
     /// Serializes flushes, DDL, import and drop of this shard.
-    flush_lock: Mutex<()>,
+    pub(crate) flush_lock: Mutex<()>,
     /// Columns of this shard's fact tables as they exist in chDB.
-    tables: Mutex<HashMap<String, Vec<(String, FieldType)>>>,
-    created: AtomicBool,
-    flushed: AtomicU64,
-    applied: AtomicU64,
-    queued: AtomicBool,
+    pub(crate) tables: Mutex<HashMap<String, Vec<(String, FieldType)>>>,
+    /// Field types decided by the shard's applied log (see catalog.rs).
+    pub(crate) catalog: RwLock<ShardCatalog>,
+    pub(crate) created: AtomicBool,
+    pub(crate) flushed: AtomicU64,
+    pub(crate) applied: AtomicU64,
+    pub(crate) queued: AtomicBool,
+    /// Tables of this shard that failed to flush, and when to retry them.
+    pub(crate) failing: Mutex<Option<crate::flush::Failing>>,
 }
 
 impl ShardState {
@@ -187,35 +191,41 @@ impl ShardState {
             buf: Mutex::new(ShardBuf::default()),
             flush_lock: Mutex::new(()),
             tables: Mutex::new(HashMap::new()),
+            catalog: RwLock::new(ShardCatalog::default()),
             created: AtomicBool::new(false),
             flushed: AtomicU64::new(0),
             applied: AtomicU64::new(0),
             queued: AtomicBool::new(false),
+            failing: Mutex::new(None),
         }
     }
 }
 
-struct Inner {
-    cfg: EngineConfig,
-    pool: Arc<Pool>,
-    /// Field types per measurement across this node's shards, including
-    /// fields reserved by `admit` that no flush has created yet.
-    catalog: RwLock<HashMap<String, HashMap<String, FieldType>>>,
+pub(crate) struct Inner {
+    pub(crate) cfg: EngineConfig,
+    pub(crate) pool: Arc<Pool>,
+    /// Read-only connections (`readonly = 1`, UTC) for users' queries.
+    pub(crate) readers: Arc<Pool>,
     /// Schemas of the IPC streams entries carry, parsed once each.
     streams: SchemaCache,
-    shards: RwLock<HashMap<u32, Arc<ShardState>>>,
-    flush_tx: Sender<u32>,
-    shutdown: AtomicBool,
+    pub(crate) shards: RwLock<HashMap<u32, Arc<ShardState>>>,
+    pub(crate) flush_tx: Sender<u32>,
+    pub(crate) shutdown: AtomicBool,
     /// The data directory, held open for `syncfs`.
-    data_dir: std::fs::File,
+    pub(crate) data_dir: std::fs::File,
 }
 
 /// The node's embedded engine. `Send + Sync`; share it as `Arc<Engine>`.
 pub struct Engine {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     ticker_stop: Mutex<Option<Sender<()>>>,
 }
+
+/// Settings of the connections that run users' queries, in this order:
+/// times come back in UTC whatever the machine's zone, and `readonly = 1`
+/// (which also freezes every setting, `readonly` included) comes last.
+pub const READER_SETTINGS: &[&str] = &["SET session_timezone = 'UTC'", "SET readonly = 1"];
 
 impl Engine {
     /// Loads chDB (once per process), opens the data directory, reads the
@@ -240,7 +250,8 @@ impl Engine {
         } else {
             cfg.pool_size
         };
-        let pool = Pool::new(&db, size)?;
+        let pool = Pool::new(&db, size, &[])?;
+        let readers = Pool::new(&db, size, READER_SETTINGS)?;
         let data_dir =
             std::fs::File::open(&cfg.data_dir).map_err(|source| EngineError::DataDir {
                 path: cfg.data_dir.clone(),
@@ -250,7 +261,7 @@ impl Engine {
         let inner = Arc::new(Inner {
             cfg,
             pool,
-            catalog: RwLock::new(HashMap::new()),
+            readers,
             streams: SchemaCache::new(),
             shards: RwLock::new(HashMap::new()),
             flush_tx,
@@ -259,10 +270,10 @@ impl Engine {
         });
         inner.load_state()?;
         let mut threads = Vec::new();
-        // Half the pool flushes; the rest stays free for queries, snapshots
-        // and DDL, and on a small machine one flush at a time leaves the
-        // other core to the WAL (a flush burst on every core is what shows
-        // up as the write latency tail).
+        // Half the pool flushes; the rest stays free for snapshots and DDL,
+        // and on a small machine one flush at a time leaves the other core
+        // to the WAL (a flush burst on every core is what shows up as the
+        // write latency tail).
         for i in 0..(size / 2).max(1) {
             let inner = inner.clone();
             let rx: Receiver<u32> = flush_rx.clone();
@@ -298,34 +309,32 @@ impl Engine {
         self.inner.streams.schema(stream)
     }
 
-    /// Leader-side check before proposing: validates the batch's Arrow schema
-    /// (time Timestamp(ns), series_id UInt64, nullable fields Float64 | Int64 |
-    /// UInt64 | Utf8 | Boolean) against the measurement's stored field types and
-    /// reserves new fields, so that a committed entry never fails on apply.
-    /// In memory only (no engine call): cheap enough for an async worker.
-    pub fn admit(&self, measurement: &str, schema: &Schema) -> Result<()> {
+    /// Leader-side check before proposing: validates the name and the
+    /// batch's Arrow schema (time Timestamp(ns), series_id UInt64, nullable
+    /// fields Float64 | Int64 | UInt64 | Utf8 | Boolean) and fails early on a
+    /// field whose type the shard has already decided otherwise. Nothing is
+    /// reserved: new fields are decided when the entry is applied, in log
+    /// order (see [`Applied::Rejected`]). In memory only: cheap enough for an
+    /// async worker.
+    pub fn admit(&self, shard: u32, measurement: &str, schema: &Schema) -> Result<()> {
         layout::validate_measurement(measurement)?;
         let offered = layout::batch_fields(measurement, schema)?;
-        // Nearly every write offers only fields already stored with the
-        // same types: a shared lock answers that.
-        if let Some(known) = self.inner.catalog.read().get(measurement) {
-            if offered.iter().all(|(n, t)| known.get(n) == Some(t)) {
-                return Ok(());
-            }
+        let st = self.inner.shards.read().get(&shard).cloned();
+        match st {
+            Some(st) => st.catalog.read().check(measurement, &offered),
+            None => Ok(()),
         }
-        let mut cat = self.inner.catalog.write();
-        let known = cat.entry(measurement.to_string()).or_default();
-        layout::check_conflicts(measurement, &offered, |n| known.get(n).copied())?;
-        for (n, t) in offered {
-            known.entry(n).or_insert(t);
-        }
-        Ok(())
     }
 
-    /// Applies a committed Raft entry that carries one table's batch: decodes
-    /// its Arrow IPC stream bytes and buffers the rows for the flusher.
-    /// Entries at or below the shard's applied index are skipped (WAL replay
-    /// after a restart).
+    /// The type shard `shard` stores `measurement`.`field` with, if decided.
+    pub fn field_type(&self, shard: u32, measurement: &str, field: &str) -> Option<FieldType> {
+        let st = self.inner.shards.read().get(&shard).cloned()?;
+        let t = st.catalog.read().field(measurement, field);
+        t
+    }
+
+    /// Applies a committed Raft entry that carries one table's batch (tests
+    /// and tools; the node applies whole entries with `apply_tables`).
     pub fn apply(
         &self,
         shard: u32,
@@ -333,7 +342,7 @@ impl Engine {
         measurement: &str,
         points_ipc: &[u8],
         series_ipc: &[u8],
-    ) -> Result<()> {
+    ) -> Result<Applied> {
         self.apply_tables(
             shard,
             index,
@@ -346,9 +355,16 @@ impl Engine {
     }
 
     /// Applies a committed Raft entry carrying any number of table batches
-    /// (a router coalesces concurrent requests for one shard into one entry).
-    /// All of them are buffered under one index, or none if one is invalid.
-    pub fn apply_tables(&self, shard: u32, index: u64, tables: &[TableBatchRef<'_>]) -> Result<()> {
+    /// (a router coalesces concurrent requests for one shard into one entry):
+    /// all of them are buffered under one index, or the entry is rejected
+    /// whole. Entries at or below the shard's applied index are skipped (WAL
+    /// replay after a restart). `Err` only for failures that may pass.
+    pub fn apply_tables(
+        &self,
+        shard: u32,
+        index: u64,
+        tables: &[TableBatchRef<'_>],
+    ) -> Result<Applied> {
         self.inner.apply(shard, index, tables)
     }
 
@@ -366,7 +382,7 @@ impl Engine {
         let shards: Vec<Arc<ShardState>> = self.inner.shards.read().values().cloned().collect();
         let mut first_err = None;
         for st in shards {
-            if let Err(e) = self.inner.flush_shard(&st) {
+            if let Err(e) = self.inner.flush_shard(&st, true) {
                 tracing::error!(shard = st.shard, error = %e, "flush failed");
                 first_err.get_or_insert(e);
             }
@@ -374,32 +390,24 @@ impl Engine {
         first_err.map_or(Ok(()), Err)
     }
 
-    /// Flushes one shard now; blocks.
+    /// Flushes one shard now (also the tables that are failing); blocks.
     pub fn flush_shard(&self, shard: u32) -> Result<()> {
         let st = self.inner.shards.read().get(&shard).cloned();
         match st {
-            Some(st) => self.inner.flush_shard(&st),
+            Some(st) => self.inner.flush_shard(&st, true),
             None => Ok(()),
         }
     }
 
-    /// Runs a read-only statement against one shard's database: unqualified
-    /// table names resolve to that shard's tables. Fact tables keep rewritten
-    /// points until merges collapse them; use `FINAL` to read one row per point.
-    /// Runs `sql` in the shard's database. Rows applied but not flushed yet
-    /// are flushed first, so a query sees every acknowledged write
-    /// (read-your-writes for tests and operators, whatever the flush age).
-    pub fn query(&self, shard: u32, sql: &str) -> Result<Vec<RecordBatch>> {
-        let st = self.inner.shards.read().get(&shard).cloned();
-        if let Some(st) = st {
-            if !st.buf.lock().is_empty() {
-                self.inner.flush_shard(&st)?;
-            }
-        }
-        let db = layout::shard_db(shard);
-        let mut conn = self.inner.pool.get();
-        conn.execute(&format!("USE {}", layout::ident(&db)))?;
-        conn.query(sql)
+    /// Shards with tables whose flush keeps failing, with the reason.
+    pub fn flush_failures(&self) -> Vec<FlushFailure> {
+        let shards: Vec<Arc<ShardState>> = self.inner.shards.read().values().cloned().collect();
+        let mut out: Vec<FlushFailure> = shards
+            .iter()
+            .filter_map(|st| st.failing.lock().as_ref().map(|f| f.report(st.shard)))
+            .collect();
+        out.sort_by_key(|f| f.shard);
+        out
     }
 
     /// Runs a statement outside any shard (benchmarks, diagnostics).
@@ -422,7 +430,7 @@ impl Engine {
     /// All of a shard's data after flushing it, as snapshot bytes, with its flushed index.
     pub fn export_shard(&self, shard: u32) -> Result<(u64, Vec<u8>)> {
         let st = self.inner.shard_state(shard);
-        self.inner.flush_shard(&st)?;
+        self.inner.flush_shard(&st, true)?;
         let _g = st.flush_lock.lock();
         let index = st.flushed.load(Ordering::Acquire);
         let mut tables = Vec::new();
@@ -460,6 +468,7 @@ impl Engine {
         let _g = st.flush_lock.lock();
         let dropped = std::mem::take(&mut *st.buf.lock());
         metrics::PENDING_ROWS.sub(dropped.rows as i64);
+        st.clear_failing();
         let mut conn = self.inner.pool.get();
         conn.execute(&format!(
             "DROP DATABASE IF EXISTS {} SYNC",
@@ -467,22 +476,28 @@ impl Engine {
         ))?;
         st.created.store(false, Ordering::Release);
         st.tables.lock().clear();
+        st.catalog.write().clear();
         self.inner.ensure_shard(&mut conn, &st)?;
         for (name, schema, batches) in tables {
             if name == SERIES_TABLE {
-                ingest_concat(&mut conn, &st.db, SERIES_TABLE, &schema, &batches)?;
+                flush::ingest_concat(&mut conn, &st.db, SERIES_TABLE, &schema, &batches)?;
                 continue;
             }
             layout::validate_measurement(&name)?;
             let fields = layout::batch_fields(&name, &schema)?;
-            self.inner.register_fields(&name, &fields);
+            {
+                let mut cat = st.catalog.write();
+                for (f, t) in &fields {
+                    cat.insert(&name, f, *t);
+                }
+            }
             let cols = self.inner.ensure_table(&mut conn, &st, &name, &fields)?;
             let tschema = ipc::points_schema(&cols);
             let aligned = align_all(&batches, &tschema)?;
-            ingest_concat(&mut conn, &st.db, &name, &tschema, &aligned)?;
+            flush::ingest_concat(&mut conn, &st.db, &name, &tschema, &aligned)?;
         }
         self.inner.sync_parts()?;
-        write_flushed(&mut conn, &st.db, flushed_index)?;
+        flush::write_flushed(&mut conn, &st.db, flushed_index)?;
         st.flushed.store(flushed_index, Ordering::Release);
         st.applied.store(flushed_index, Ordering::Release);
         Ok(())
@@ -496,6 +511,7 @@ impl Engine {
         let _g = st.flush_lock.lock();
         let dropped = std::mem::take(&mut *st.buf.lock());
         metrics::PENDING_ROWS.sub(dropped.rows as i64);
+        st.clear_failing();
         self.inner.pool.get().execute(&format!(
             "DROP DATABASE IF EXISTS {} SYNC",
             layout::ident(&st.db)
@@ -530,7 +546,7 @@ impl Drop for Engine {
 }
 
 impl Inner {
-    fn shard_state(&self, shard: u32) -> Arc<ShardState> {
+    pub(crate) fn shard_state(&self, shard: u32) -> Arc<ShardState> {
         if let Some(s) = self.shards.read().get(&shard) {
             return s.clone();
         }
@@ -575,12 +591,7 @@ impl Inner {
                     .entry(table[i].clone())
                     .or_default()
                     .push((name[i].clone(), t));
-                self.catalog
-                    .write()
-                    .entry(table[i].clone())
-                    .or_default()
-                    .entry(name[i].clone())
-                    .or_insert(t);
+                st.catalog.write().insert(&table[i], &name[i], t);
             }
         }
         let shards: Vec<Arc<ShardState>> = self.shards.read().values().cloned().collect();
@@ -606,156 +617,130 @@ impl Inner {
         Ok(())
     }
 
-    fn register_fields(&self, measurement: &str, fields: &[(String, FieldType)]) {
-        let mut cat = self.catalog.write();
-        let known = cat.entry(measurement.to_string()).or_default();
-        for (n, t) in fields {
-            known.entry(n.clone()).or_insert(*t);
-        }
-    }
-
-    fn apply(&self, shard: u32, index: u64, tables: &[TableBatchRef<'_>]) -> Result<()> {
+    fn apply(&self, shard: u32, index: u64, tables: &[TableBatchRef<'_>]) -> Result<Applied> {
         let st = self.shard_state(shard);
         if index <= st.applied.load(Ordering::Acquire) {
-            return Ok(());
+            return Ok(Applied::Stored);
         }
-        // Decode everything first: an entry is buffered whole or not at all.
-        let series_schema = ipc::series_schema();
-        let mut decoded: Vec<(&str, Vec<RecordBatch>, usize)> = Vec::with_capacity(tables.len());
-        let mut series = Vec::new();
-        for t in tables {
-            let (schema, batches) = self.streams.decode(t.points_ipc)?;
-            let mut normalized = Vec::with_capacity(batches.len());
-            let mut rows = 0;
-            if let Some(schema) = schema {
-                layout::validate_measurement(t.measurement)?;
-                let offered = layout::batch_fields(t.measurement, &schema)?;
-                let fields = self.resolve_apply_types(t.measurement, &offered);
-                let target = ipc::points_schema(&fields);
-                for b in &batches {
-                    if b.num_rows() > 0 {
-                        rows += b.num_rows();
-                        normalized.push(align(b, &target)?);
-                    }
-                }
+        let decoded = match self.decode_entry(shard, index, tables) {
+            Ok(d) => d,
+            Err(e) => {
+                st.applied.store(index, Ordering::Release);
+                return Ok(Applied::Rejected(e));
             }
-            let (_, s) = self.streams.decode(t.series_ipc)?;
-            for b in s.iter().filter(|b| b.num_rows() > 0) {
-                series.push(align(b, &series_schema)?);
+        };
+        // Types: decided here, in log order, against this shard's catalog.
+        let offered: Vec<catalog::Offered<'_>> = decoded
+            .tables
+            .iter()
+            .map(|t| (t.measurement, t.fields.as_slice()))
+            .collect();
+        let additions = match st.catalog.read().decide(&offered) {
+            Ok(a) => a,
+            Err(e) => {
+                st.applied.store(index, Ordering::Release);
+                return Ok(Applied::Rejected(e));
             }
-            decoded.push((t.measurement, normalized, rows));
-        }
-        let rows: usize = decoded.iter().map(|d| d.2).sum();
-
-        let table_rows = {
+        };
+        let rows: usize = decoded.tables.iter().map(|t| t.rows).sum();
+        let largest = {
             let mut buf = st.buf.lock();
             // Checked again under the lock: apply may race a replayed duplicate.
             if index <= st.applied.load(Ordering::Acquire) {
-                return Ok(());
+                return Ok(Applied::Stored);
             }
+            st.catalog.write().record(additions);
             st.applied.store(index, Ordering::Release);
             buf.max_index = index;
             buf.oldest.get_or_insert_with(Instant::now);
-            buf.series.extend(series);
+            let series_rows: usize = decoded.series.iter().map(|b| b.num_rows()).sum();
+            if series_rows > 0 {
+                buf.series.push(index, decoded.series, series_rows);
+            }
             buf.rows += rows;
             let mut largest = 0;
-            for (measurement, normalized, n) in decoded {
-                if n == 0 {
+            for t in decoded.tables {
+                if t.rows == 0 {
                     continue;
                 }
-                let tb = buf.tables.entry(measurement.to_string()).or_default();
-                tb.batches.extend(normalized);
-                tb.rows += n;
+                let tb = buf.tables.entry(t.measurement.to_string()).or_default();
+                tb.push(index, t.batches, t.rows);
                 largest = largest.max(tb.rows);
             }
             largest
         };
         metrics::PENDING_ROWS.add(rows as i64);
-        if table_rows >= self.cfg.flush_max_rows.saturating_mul(4) {
+        let failing = st.failing.lock().is_some();
+        if largest >= self.cfg.flush_max_rows.saturating_mul(4) && !failing {
             // The flusher is behind: flush on the applying thread so apply
-            // slows down instead of buffering without bound.
-            self.flush_shard(&st)?;
-        } else if table_rows >= self.cfg.flush_max_rows && !st.queued.swap(true, Ordering::AcqRel) {
+            // slows down instead of buffering without bound. (Not while a
+            // table is failing: its rows would trigger this on every apply.)
+            // The rows are buffered either way: a failure here is retried
+            // by the flusher, it does not fail the apply.
+            if let Err(e) = self.flush_shard(&st, false) {
+                tracing::warn!(shard, error = %e, "inline flush failed; the flusher retries");
+            }
+        } else if largest >= self.cfg.flush_max_rows && !st.queued.swap(true, Ordering::AcqRel) {
             let _ = self.flush_tx.send(shard);
         }
-        Ok(())
+        Ok(Applied::Stored)
     }
 
-    /// Types a committed entry's fields are stored with. `admit` normally
-    /// guarantees they match; if this node's catalog disagrees (e.g. the
-    /// entry was admitted by another leader), the stored type wins and the
-    /// values are cast (NULL where impossible) rather than failing the apply.
-    fn resolve_apply_types(
+    /// Decodes an entry's tables. Failures are properties of the entry's
+    /// bytes, identical on every replica (they make the entry rejected).
+    fn decode_entry<'a>(
         &self,
-        measurement: &str,
-        offered: &[(String, FieldType)],
-    ) -> Vec<(String, FieldType)> {
-        let mut cat = self.catalog.write();
-        let known = cat.entry(measurement.to_string()).or_default();
-        offered
-            .iter()
-            .map(|(n, t)| {
-                let stored = *known.entry(n.clone()).or_insert(*t);
-                if stored != *t {
-                    tracing::warn!(measurement, field = %n, stored = %stored, offered = %t,
-                        "committed entry carries a conflicting field type; casting to the stored type");
-                }
-                (n.clone(), stored)
-            })
-            .collect()
-    }
-
-    fn flush_worker(&self, rx: Receiver<u32>) {
-        while let Ok(shard) = rx.recv() {
-            if self.shutdown.load(Ordering::Acquire) {
-                return;
+        shard: u32,
+        index: u64,
+        tables: &[TableBatchRef<'a>],
+    ) -> Result<DecodedEntry<'a>> {
+        let series_schema = ipc::series_schema();
+        let mut out = DecodedEntry {
+            tables: Vec::with_capacity(tables.len()),
+            series: Vec::new(),
+        };
+        for t in tables {
+            // The engine's real limit, not the stricter admission rule: an
+            // old entry whose name was storable is stored.
+            if let Err(e) = shardhouse_common::names::validate_storable_table(
+                t.measurement,
+                &layout::shard_db(shard),
+            ) {
+                // Only entries written before names were checked at
+                // admission can get here: storing them would fail every
+                // flush of the shard. Skip this table, keep the rest.
+                tracing::error!(shard, index, error = %e,
+                    "skipping a table of a committed entry whose name the engine cannot store");
+                metrics::UNSTORABLE_TABLES_SKIPPED.inc();
+                continue;
             }
-            let st = self.shards.read().get(&shard).cloned();
-            if let Some(st) = st {
-                if let Err(e) = self.flush_shard(&st) {
-                    // The rows stay buffered; the ticker retries when they age out.
-                    tracing::error!(shard, error = %e, "flush failed; will retry");
-                }
-            }
-        }
-    }
-
-    fn ticker(&self, stop: Receiver<()>) {
-        let period = (self.cfg.flush_max_age / 4)
-            .clamp(Duration::from_millis(5), Duration::from_millis(250));
-        let mut last_parts = Instant::now();
-        loop {
-            match stop.recv_timeout(period) {
-                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
-                _ => return,
-            }
-            let shards: Vec<Arc<ShardState>> = self.shards.read().values().cloned().collect();
-            for st in shards {
-                let max_age = flush_age_of(self.cfg.flush_max_age, st.shard);
-                let due = st.buf.lock().oldest.is_some_and(|t| t.elapsed() >= max_age);
-                if due && !st.queued.swap(true, Ordering::AcqRel) {
-                    let _ = self.flush_tx.send(st.shard);
+            let (schema, batches) = self.streams.decode(t.points_ipc)?;
+            let mut decoded = DecodedTable {
+                measurement: t.measurement,
+                fields: Vec::new(),
+                batches: Vec::with_capacity(batches.len()),
+                rows: 0,
+            };
+            if let Some(schema) = schema {
+                decoded.fields = layout::batch_fields(t.measurement, &schema)?;
+                let target = ipc::points_schema(&decoded.fields);
+                for b in &batches {
+                    if b.num_rows() > 0 {
+                        decoded.rows += b.num_rows();
+                        decoded.batches.push(align(b, &target)?);
+                    }
                 }
             }
-            if last_parts.elapsed() >= Duration::from_secs(10) {
-                last_parts = Instant::now();
-                self.update_parts_gauge();
+            let (_, s) = self.streams.decode(t.series_ipc)?;
+            for b in s.iter().filter(|b| b.num_rows() > 0) {
+                out.series.push(align(b, &series_schema)?);
             }
+            out.tables.push(decoded);
         }
+        Ok(out)
     }
 
-    fn update_parts_gauge(&self) {
-        let r = self.pool.get().query(
-            "SELECT toUInt64(count()) FROM system.parts WHERE active AND database LIKE 'shard\\_%'",
-        );
-        if let Ok(b) = r {
-            if let Some(n) = b.first().and_then(|b| u64s(b, 0).first().copied()) {
-                metrics::PARTS.set(n as i64);
-            }
-        }
-    }
-
-    fn ensure_shard(&self, conn: &mut Conn, st: &ShardState) -> Result<()> {
+    pub(crate) fn ensure_shard(&self, conn: &mut Conn, st: &ShardState) -> Result<()> {
         if st.created.load(Ordering::Acquire) {
             return Ok(());
         }
@@ -767,7 +752,7 @@ impl Inner {
     }
 
     /// Creates the fact table or adds missing columns; returns its columns.
-    fn ensure_table(
+    pub(crate) fn ensure_table(
         &self,
         conn: &mut Conn,
         st: &ShardState,
@@ -794,189 +779,17 @@ impl Inner {
         }
         Ok(tables[measurement].clone())
     }
-
-    fn flush_shard(&self, st: &Arc<ShardState>) -> Result<()> {
-        let _g = st.flush_lock.lock();
-        st.queued.store(false, Ordering::Release);
-        let taken = std::mem::take(&mut *st.buf.lock());
-        if taken.is_empty() {
-            return Ok(());
-        }
-        let _timer = metrics::Timer::start(&metrics::FLUSH_SECONDS);
-        let rows = taken.rows;
-        match self.write_shard(st, &taken) {
-            Ok(()) => {
-                st.flushed.store(taken.max_index, Ordering::Release);
-                metrics::FLUSHES_TOTAL.inc();
-                metrics::ROWS_FLUSHED_TOTAL.inc_by(rows as u64);
-                metrics::PENDING_ROWS.sub(rows as i64);
-                tracing::debug!(
-                    shard = st.shard,
-                    rows,
-                    flushed_index = taken.max_index,
-                    "flushed"
-                );
-                Ok(())
-            }
-            Err(e) => {
-                st.buf.lock().restore(taken);
-                Err(e)
-            }
-        }
-    }
-
-    /// Writes a shard's taken buffer: fact rows, then series, then the index.
-    /// The index goes last so that a crash in between replays (and collapses)
-    /// rows rather than losing them.
-    fn write_shard(&self, st: &ShardState, taken: &ShardBuf) -> Result<()> {
-        let mut conn = self.pool.get();
-        self.ensure_shard(&mut conn, st)?;
-        for (measurement, tb) in &taken.tables {
-            let mut fields: Vec<(String, FieldType)> = Vec::new();
-            for b in &tb.batches {
-                for f in b.schema().fields().iter().skip(2) {
-                    if !fields.iter().any(|(n, _)| n == f.name()) {
-                        if let Some(t) = FieldType::from_arrow(f.data_type()) {
-                            fields.push((f.name().clone(), t));
-                        }
-                    }
-                }
-            }
-            let cols = self.ensure_table(&mut conn, st, measurement, &fields)?;
-            let schema = ipc::points_schema(&cols);
-            let aligned = align_all(&tb.batches, &schema)?;
-            ingest_concat(&mut conn, &st.db, measurement, &schema, &aligned)?;
-        }
-        if !taken.series.is_empty() {
-            let schema = ipc::series_schema();
-            ingest_concat(&mut conn, &st.db, SERIES_TABLE, &schema, &taken.series)?;
-        }
-        self.sync_parts()?;
-        write_flushed(&mut conn, &st.db, taken.max_index)
-    }
-
-    /// Makes every part written so far durable: one `syncfs` of the data
-    /// directory's filesystem (all dirty files and directories, then one
-    /// device cache flush) instead of an fsync per part file. Since Linux
-    /// 5.8 it also reports writeback errors, so a failed write is not
-    /// mistaken for a durable one.
-    fn sync_parts(&self) -> Result<()> {
-        use std::os::fd::AsRawFd;
-        let _timer = metrics::Timer::start(&metrics::SYNC_SECONDS);
-        // SAFETY: the fd belongs to `self.data_dir`, open for self's lifetime.
-        if unsafe { libc::syncfs(self.data_dir.as_raw_fd()) } == 0 {
-            return Ok(());
-        }
-        Err(EngineError::Sync {
-            path: self.cfg.data_dir.clone(),
-            source: std::io::Error::last_os_error(),
-        })
-    }
 }
 
-fn write_flushed(conn: &mut Conn, db: &str, index: u64) -> Result<()> {
-    let schema = Arc::new(Schema::new(vec![
-        Field::new("k", DataType::UInt8, false),
-        Field::new("index", DataType::UInt64, false),
-    ]));
-    let batch = RecordBatch::try_new(
-        schema.clone(),
-        vec![
-            Arc::new(UInt8Array::from(vec![0u8])),
-            Arc::new(UInt64Array::from(vec![index])),
-        ],
-    )?;
-    conn.ingest(db, FLUSHED_TABLE, schema, vec![batch])
+/// A committed entry's tables, decoded and checked, not yet buffered.
+struct DecodedEntry<'a> {
+    tables: Vec<DecodedTable<'a>>,
+    series: Vec<RecordBatch>,
 }
 
-/// One insert per table per flush: concatenated so the engine writes one part.
-fn ingest_concat(
-    conn: &mut Conn,
-    db: &str,
-    table: &str,
-    schema: &SchemaRef,
-    batches: &[RecordBatch],
-) -> Result<()> {
-    if batches.iter().all(|b| b.num_rows() == 0) {
-        return Ok(());
-    }
-    let one = arrow_select::concat::concat_batches(schema, batches)?;
-    conn.ingest(db, table, schema.clone(), vec![one])
-}
-
-fn align_all(batches: &[RecordBatch], schema: &SchemaRef) -> Result<Vec<RecordBatch>> {
-    batches.iter().map(|b| align(b, schema)).collect()
-}
-
-/// Reshapes a batch to `schema`: columns by name, cast to the target type
-/// (NULL where a value cannot be cast), missing columns as NULL.
-fn align(batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordBatch> {
-    let n = batch.num_rows();
-    let bs = batch.schema();
-    let cast_opts = arrow_cast::CastOptions {
-        safe: true,
-        ..Default::default()
-    };
-    let cols: Vec<ArrayRef> = schema
-        .fields()
-        .iter()
-        .map(|f| match bs.index_of(f.name()) {
-            Ok(i) => {
-                let c = batch.column(i);
-                if c.data_type() == f.data_type() {
-                    c.clone()
-                } else if let (
-                    DataType::Timestamp(TimeUnit::Nanosecond, _),
-                    DataType::Timestamp(TimeUnit::Nanosecond, tz),
-                ) = (c.data_type(), f.data_type())
-                {
-                    // chDB returns DateTime64 as Timestamp(ns, "Etc/UTC"); the
-                    // instants are the same, only the label differs (a cast
-                    // would need the tz database to "convert" them).
-                    Arc::new(
-                        c.as_primitive::<TimestampNanosecondType>()
-                            .clone()
-                            .with_timezone_opt(tz.clone()),
-                    ) as ArrayRef
-                } else {
-                    arrow_cast::cast::cast_with_options(c, f.data_type(), &cast_opts)
-                        .unwrap_or_else(|_| new_null_array(f.data_type(), n))
-                }
-            }
-            Err(_) => new_null_array(f.data_type(), n),
-        })
-        .collect();
-    Ok(RecordBatch::try_new(schema.clone(), cols)?)
-}
-
-/// Column `i` of a query result as strings (whatever string type chDB returned).
-pub(crate) fn strings(b: &RecordBatch, i: usize) -> Vec<String> {
-    let c = arrow_cast::cast::cast(b.column(i), &DataType::Utf8)
-        .unwrap_or_else(|_| new_null_array(&DataType::Utf8, b.num_rows()));
-    let c = c
-        .as_any()
-        .downcast_ref::<arrow_array::StringArray>()
-        .expect("cast to Utf8 gives a StringArray");
-    (0..c.len())
-        .map(|j| {
-            if c.is_null(j) {
-                String::new()
-            } else {
-                c.value(j).to_string()
-            }
-        })
-        .collect()
-}
-
-/// Column `i` of a query result as u64s.
-pub(crate) fn u64s(b: &RecordBatch, i: usize) -> Vec<u64> {
-    let c = arrow_cast::cast::cast(b.column(i), &DataType::UInt64)
-        .unwrap_or_else(|_| new_null_array(&DataType::UInt64, b.num_rows()));
-    let c = c
-        .as_any()
-        .downcast_ref::<UInt64Array>()
-        .expect("cast to UInt64 gives a UInt64Array");
-    (0..c.len())
-        .map(|j| if c.is_null(j) { 0 } else { c.value(j) })
-        .collect()
+struct DecodedTable<'a> {
+    measurement: &'a str,
+    fields: Vec<(String, FieldType)>,
+    batches: Vec<RecordBatch>,
+    rows: usize,
 }

@@ -49,6 +49,19 @@ pub enum EngineError {
     #[error("chDB statement failed ({context}): {message}")]
     Sql { context: String, message: String },
 
+    #[error("query refused: {0}")]
+    QueryRefused(String),
+
+    #[error("invalid query: {0}")]
+    InvalidQuery(String),
+
+    #[error("shard {shard}: table `{table}` has rows that cannot be stored yet ({reason}); a query reading it would miss them, so it fails until the flush succeeds (see docs/operations.md, \"A table that cannot flush\")")]
+    TableUnavailable {
+        shard: u32,
+        table: String,
+        reason: String,
+    },
+
     #[error("shard {shard} snapshot data is malformed: {reason}; re-request the snapshot from another replica")]
     BadSnapshot { shard: u32, reason: String },
 

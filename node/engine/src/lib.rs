@@ -8,18 +8,24 @@
 //! Every call is synchronous and may block for the length of a chDB statement:
 //! async callers use `tokio::task::spawn_blocking`. See docs/storage.md.
 
+mod buffer;
+pub mod catalog;
+mod columns;
 pub mod engine;
 pub mod error;
 pub mod exit;
+mod flush;
 pub mod ipc;
 pub mod layout;
 pub mod loader;
 pub mod metrics;
 pub mod pool;
+mod read;
+pub mod read_guard;
 pub mod snapshot;
 pub mod stream;
 
-pub use engine::{Engine, EngineConfig, TableBatchRef};
+pub use engine::{Applied, Engine, EngineConfig, FlushFailure, TableBatchRef};
 pub use error::{EngineError, Result};
 pub use ipc::{encode_points, encode_series, FieldValue, PointRow};
 

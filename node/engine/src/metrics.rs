@@ -53,6 +53,30 @@ pub static PARTS: LazyLock<IntGauge> = LazyLock::new(|| {
     .expect("metric registered once")
 });
 
+pub static FLUSH_FAILING_SHARDS: LazyLock<IntGauge> = LazyLock::new(|| {
+    register_int_gauge!(
+        "shardhouse_engine_flush_failing_shards",
+        "Shards with tables whose rows keep failing to flush (retried with backoff; /health says why)"
+    )
+    .expect("register shardhouse_engine_flush_failing_shards")
+});
+
+pub static FLUSH_FAILURES_TOTAL: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter!(
+        "shardhouse_engine_flush_failures_total",
+        "Failed flush attempts (each failing table's rows stay buffered and in the WAL)"
+    )
+    .expect("register shardhouse_engine_flush_failures_total")
+});
+
+pub static UNSTORABLE_TABLES_SKIPPED: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter!(
+        "shardhouse_engine_unstorable_tables_skipped_total",
+        "Tables of committed entries skipped on apply because the engine cannot store their name (entries from before names were checked)"
+    )
+    .expect("register shardhouse_engine_unstorable_tables_skipped_total")
+});
+
 /// Registers every engine metric so `/metrics` lists them (at zero) from
 /// start-up, before the first flush; dashboards and alerts query them.
 pub fn register() {
@@ -62,6 +86,9 @@ pub fn register() {
     LazyLock::force(&ROWS_FLUSHED_TOTAL);
     LazyLock::force(&PENDING_ROWS);
     LazyLock::force(&PARTS);
+    LazyLock::force(&FLUSH_FAILING_SHARDS);
+    LazyLock::force(&FLUSH_FAILURES_TOTAL);
+    LazyLock::force(&UNSTORABLE_TABLES_SKIPPED);
 }
 
 /// Records the elapsed time into a histogram when dropped.

@@ -156,12 +156,18 @@ impl Drop for PooledConn<'_> {
 }
 
 impl Pool {
-    pub fn new(db: &ManagedDatabase, size: usize) -> Result<Arc<Pool>> {
+    /// `size` connections, each of which runs the `init` statements first
+    /// (session settings).
+    pub fn new(db: &ManagedDatabase, size: usize, init: &[&str]) -> Result<Arc<Pool>> {
         let size = size.max(1);
         let (free_tx, free_rx) = crossbeam_channel::bounded(size);
         let mut conns = Vec::with_capacity(size);
         for i in 0..size {
-            conns.push(Mutex::new(Conn::open(db)?));
+            let mut conn = Conn::open(db)?;
+            for sql in init {
+                conn.execute(sql)?;
+            }
+            conns.push(Mutex::new(conn));
             free_tx.send(i).expect("channel sized to the pool");
         }
         Ok(Arc::new(Pool {

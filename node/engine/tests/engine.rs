@@ -10,7 +10,7 @@ use arrow_schema::{DataType, Field, Schema, TimeUnit};
 use bytes::Bytes;
 use common::{chdb_dir, col_strings, scalar};
 use shardhouse_engine::testdata::{encode_points, encode_series, FieldValue, PointRow};
-use shardhouse_engine::{Engine, EngineConfig, EngineError, TableBatchRef};
+use shardhouse_engine::{Applied, Engine, EngineConfig, EngineError, TableBatchRef};
 
 fn engine() -> &'static Engine {
     static ENGINE: OnceLock<Engine> = OnceLock::new();
@@ -162,15 +162,31 @@ fn new_fields_add_columns_while_writing() {
 fn type_conflict_names_field_stored_and_offered_types() {
     let e = engine();
     let ts = DataType::Timestamp(TimeUnit::Nanosecond, None);
-    let schema = |t: DataType| {
+    let schema = |name: &str, t: DataType| {
         Schema::new(vec![
             Field::new("time", ts.clone(), false),
             Field::new("series_id", DataType::UInt64, false),
-            Field::new("temperature", t, true),
+            Field::new(name, t, true),
         ])
     };
-    e.admit("weather", &schema(DataType::Float64)).unwrap();
-    let err = e.admit("weather", &schema(DataType::Utf8)).unwrap_err();
+    let shard = 3;
+    // Admission alone decides nothing: only applied entries do.
+    e.admit(shard, "weather", &schema("temperature", DataType::Float64))
+        .unwrap();
+    e.admit(shard, "weather", &schema("temperature", DataType::Utf8))
+        .unwrap();
+    let rows = vec![PointRow::new(1, 1).field("temperature", f(21.5))];
+    e.apply(
+        shard,
+        1,
+        "weather",
+        &encode_points("weather", &rows).unwrap(),
+        &[],
+    )
+    .unwrap();
+    let err = e
+        .admit(shard, "weather", &schema("temperature", DataType::Utf8))
+        .unwrap_err();
     assert!(
         matches!(err, EngineError::FieldTypeConflict { .. }),
         "{err:?}"
@@ -180,12 +196,11 @@ fn type_conflict_names_field_stored_and_offered_types() {
         msg.contains("temperature") && msg.contains("Float64") && msg.contains("String"),
         "{msg}"
     );
-    // A field stored by a flush (not only reserved) conflicts too.
-    let shard = 3;
-    let rows = vec![PointRow::new(1, 1).field("pressure", FieldValue::Int(1000))];
+    // A field stored by a flush conflicts too.
+    let rows = vec![PointRow::new(1, 2).field("pressure", FieldValue::Int(1000))];
     e.apply(
         shard,
-        1,
+        2,
         "weather",
         &encode_points("weather", &rows).unwrap(),
         &[],
@@ -193,30 +208,109 @@ fn type_conflict_names_field_stored_and_offered_types() {
     .unwrap();
     e.flush_all().unwrap();
     let err = e
-        .admit(
-            "weather",
-            &Schema::new(vec![
-                Field::new("time", ts.clone(), false),
-                Field::new("series_id", DataType::UInt64, false),
-                Field::new("pressure", DataType::Boolean, true),
-            ]),
-        )
+        .admit(shard, "weather", &schema("pressure", DataType::Boolean))
         .unwrap_err()
         .to_string();
     assert!(
         err.contains("pressure") && err.contains("Int64") && err.contains("Bool"),
         "{err}"
     );
+    // Another shard has decided nothing about `weather`.
+    e.admit(7, "weather", &schema("pressure", DataType::Boolean))
+        .unwrap();
     // Bad shapes are rejected before proposing.
     let bad = Schema::new(vec![Field::new("time", ts.clone(), false)]);
     assert!(matches!(
-        e.admit("weather", &bad),
+        e.admit(shard, "weather", &bad),
         Err(EngineError::InvalidBatch { .. })
     ));
     assert!(matches!(
-        e.admit("_series", &schema(DataType::Float64)),
+        e.admit(shard, "_series", &schema("v", DataType::Float64)),
         Err(EngineError::InvalidMeasurement { .. })
     ));
+}
+
+/// Two entries that introduce one field with two types: the first in the
+/// shard's log decides, the second is rejected whole on apply (nothing of
+/// it is stored, nothing is cast), and the same log on another replica
+/// decides the same. Replicas used to disagree (a node-wide catalog, cast
+/// on apply).
+#[test]
+fn a_conflicting_entry_is_rejected_on_apply_in_log_order() {
+    let e = engine();
+    let float = encode_points("m", &[PointRow::new(1, 1).field("g", f(1.5))]).unwrap();
+    let int = encode_points("m", &[PointRow::new(2, 1).field("g", FieldValue::Int(7))]).unwrap();
+    // Shard 21: float first. Shard 22: int first (another shard's log order).
+    assert!(matches!(
+        e.apply(21, 1, "m", &float, &[]).unwrap(),
+        Applied::Stored
+    ));
+    match e.apply(21, 2, "m", &int, &[]).unwrap() {
+        Applied::Rejected(EngineError::FieldTypeConflict {
+            field,
+            stored,
+            offered,
+            ..
+        }) => {
+            assert_eq!(
+                (field.as_str(), stored.as_str(), offered.as_str()),
+                ("g", "Float64", "Int64")
+            );
+        }
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    assert!(matches!(
+        e.apply(22, 1, "m", &int, &[]).unwrap(),
+        Applied::Stored
+    ));
+    assert!(matches!(
+        e.apply(22, 2, "m", &float, &[]).unwrap(),
+        Applied::Rejected(_)
+    ));
+    // The rejected entry counts as applied: replaying it changes nothing.
+    assert!(matches!(
+        e.apply(21, 2, "m", &int, &[]).unwrap(),
+        Applied::Stored
+    ));
+    e.flush_all().unwrap();
+    let r = e
+        .query(21, "SELECT series_id, g FROM m FINAL ORDER BY series_id")
+        .unwrap();
+    assert_eq!(col_strings(&r, 0), ["1"]);
+    assert_eq!(col_strings(&r, 1), ["1.5"]);
+    let r = e
+        .query(22, "SELECT series_id, g FROM m FINAL ORDER BY series_id")
+        .unwrap();
+    assert_eq!(col_strings(&r, 0), ["2"]);
+    assert_eq!(col_strings(&r, 1), ["7"]);
+    let t = e.query(21, "SELECT type FROM system.columns WHERE database = 'shard_0021' AND table = 'm' AND name = 'g'").unwrap();
+    assert_eq!(col_strings(&t, 0), ["Nullable(Float64)"]);
+    // One entry carrying both types (a coalesced write) is rejected whole.
+    let both = [
+        TableBatchRef {
+            measurement: "n",
+            points_ipc: &float_bytes("n"),
+            series_ipc: &Bytes::new(),
+        },
+        TableBatchRef {
+            measurement: "n",
+            points_ipc: &int_bytes("n"),
+            series_ipc: &Bytes::new(),
+        },
+    ];
+    assert!(matches!(
+        e.apply_tables(23, 1, &both).unwrap(),
+        Applied::Rejected(_)
+    ));
+    assert_eq!(e.field_type(23, "n", "g"), None);
+}
+
+fn float_bytes(m: &str) -> Bytes {
+    Bytes::from(encode_points(m, &[PointRow::new(1, 1).field("g", f(1.5))]).unwrap())
+}
+
+fn int_bytes(m: &str) -> Bytes {
+    Bytes::from(encode_points(m, &[PointRow::new(2, 1).field("g", FieldValue::Int(7))]).unwrap())
 }
 
 #[test]
@@ -484,7 +578,11 @@ fn one_entry_carries_several_tables_all_or_nothing() {
                 },
             ],
         )
-        .expect_err("an undecodable table fails the entry");
+        .expect("an undecodable table is a decision, not a failure");
+    // The same bytes on every replica: the entry is rejected whole, alike.
+    let Applied::Rejected(err) = err else {
+        panic!("an undecodable table must reject the entry, got {err:?}")
+    };
     assert!(err.to_string().contains("Arrow IPC"), "{err}");
     e.flush_all().unwrap();
     assert_eq!(count_final(e, shard, "cpu"), 1);
@@ -508,4 +606,40 @@ fn a_flush_syncs_its_parts_before_the_flushed_index_moves() {
         "the flush moved the flushed index without a syncfs of its parts"
     );
     assert_eq!(count_final(e, shard, "cpu"), 1);
+}
+
+/// An entry written before names were checked at admission, carrying a
+/// measurement the engine cannot name as a table next to a good one: the
+/// bad table is skipped on apply (it used to fail every flush of the shard,
+/// for good, and with it every query), the good one is stored.
+#[test]
+fn an_unstorable_table_in_an_old_entry_is_skipped_and_the_rest_kept() {
+    let e = engine();
+    let shard = 32;
+    let bad_name = "é".repeat(150);
+    let bad =
+        Bytes::from(encode_points(&bad_name, &[PointRow::new(1, 1).field("v", f(1.0))]).unwrap());
+    let good =
+        Bytes::from(encode_points("good", &[PointRow::new(2, 1).field("v", f(2.0))]).unwrap());
+    let tables = [
+        TableBatchRef {
+            measurement: &bad_name,
+            points_ipc: &bad,
+            series_ipc: &Bytes::new(),
+        },
+        TableBatchRef {
+            measurement: "good",
+            points_ipc: &good,
+            series_ipc: &Bytes::new(),
+        },
+    ];
+    assert!(matches!(
+        e.apply_tables(shard, 1, &tables).unwrap(),
+        Applied::Stored
+    ));
+    e.flush_shard(shard).unwrap();
+    assert_eq!(e.flushed_index(shard), 1);
+    assert!(e.flush_failures().iter().all(|f| f.shard != shard));
+    assert_eq!(count_final(e, shard, "good"), 1);
+    assert_eq!(col_strings(&e.query(shard, "SELECT 1").unwrap(), 0), ["1"]);
 }

@@ -75,7 +75,7 @@ fn reader(dir: &Path) {
         arrow_schema::Field::new("series_id", arrow_schema::DataType::UInt64, false),
         arrow_schema::Field::new("v", arrow_schema::DataType::Utf8, true),
     ]);
-    let err = e.admit("cpu", &conflict).unwrap_err().to_string();
+    let err = e.admit(SHARD, "cpu", &conflict).unwrap_err().to_string();
     assert!(err.contains("Float64"), "{err}");
     // WAL replay from the start: entries <= 5 are skipped, 6 is applied.
     for idx in 1..=6 {

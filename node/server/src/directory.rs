@@ -20,6 +20,11 @@ impl PeerDirectory {
         self.fallback.read().get(&node).cloned()
     }
 
+    /// Whether the node holds a live etcd registration (its process runs).
+    pub fn is_registered(&self, node: u64) -> bool {
+        self.registered.read().contains_key(&node)
+    }
+
     /// A live registration appeared or changed.
     pub fn set_registered(&self, node: u64, addr: String) {
         self.registered.write().insert(node, addr);

@@ -7,12 +7,15 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
 use prometheus::Encoder;
+use shardhouse_common::proto::{admin_client::AdminClient, ShardStatesRequest};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::time::Duration;
 
 pub fn router(ctx: Arc<NodeContext>) -> Router {
     Router::new()
         .route("/metrics", get(metrics))
-        .route("/health", get(|| async { "ok" }))
+        .route("/health", get(health))
         .route("/ready", get(ready))
         .with_state(ctx)
 }
@@ -31,10 +34,163 @@ async fn metrics() -> impl IntoResponse {
     }
 }
 
-async fn ready(State(ctx): State<Arc<NodeContext>>) -> impl IntoResponse {
-    if ctx.is_ready() {
-        (StatusCode::OK, "ready")
+/// Liveness and what needs an operator: always 200 while the process
+/// serves (restarting would not fix a table that cannot flush), with
+/// `"status": "pass"` or `"degraded"` and one check per problem: shards
+/// whose apply is stopped at an entry that keeps failing, and shards with
+/// tables whose rows keep failing to flush. Metrics:
+/// `shardhouse_wal_apply_stalled_shards`, `shardhouse_engine_flush_failing_shards`.
+async fn health(State(ctx): State<Arc<NodeContext>>) -> impl IntoResponse {
+    let body = health_report(
+        ctx.node_id,
+        &ctx.wal.shard_states(),
+        &ctx.engine.flush_failures(),
+    );
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+}
+
+/// The `/health` document (pure, for tests).
+pub fn health_report(
+    node_id: u64,
+    shards: &[shardhouse_wal::ShardStatus],
+    flush_failures: &[shardhouse_engine::FlushFailure],
+) -> serde_json::Value {
+    let mut checks = Vec::new();
+    for s in shards {
+        if let Some(st) = &s.apply_stalled {
+            checks.push(serde_json::json!({
+                "name": format!("shard {} apply", s.shard),
+                "status": "fail",
+                "message": format!(
+                    "apply stopped at index {} after {} attempts: {} (retried with backoff; the entry is never skipped)",
+                    st.index, st.attempts, st.error
+                ),
+            }));
+        }
+    }
+    for f in flush_failures {
+        checks.push(serde_json::json!({
+            "name": format!("shard {} flush", f.shard),
+            "status": "fail",
+            "message": format!(
+                "tables {:?} have failed to flush for {} s ({} attempts): {} (their rows stay buffered and in the WAL; see docs/operations.md)",
+                f.tables, f.failing_for.as_secs(), f.attempts, f.error
+            ),
+        }));
+    }
+    let status = if checks.is_empty() {
+        "pass"
     } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "starting")
+        "degraded"
+    };
+    serde_json::json!({
+        "name": "shardhouse-node",
+        "node_id": node_id,
+        "status": status,
+        "message": if checks.is_empty() { "serving".to_string() } else { format!("{} problem(s) need attention", checks.len()) },
+        "checks": checks,
+        "version": env!("CARGO_PKG_VERSION"),
+    })
+}
+
+/// Ready = serving, registered in etcd, and caught up: every replica the
+/// shard map places on this node has applied its leader's commit index (asked
+/// of the leader, or its own when it leads) within `CATCH_UP_WAIT`. The
+/// operator's rolling upgrade and rebalance wait on this before touching the
+/// next pod.
+async fn ready(State(ctx): State<Arc<NodeContext>>) -> impl IntoResponse {
+    if !ctx.is_ready() {
+        return (StatusCode::SERVICE_UNAVAILABLE, "starting".to_owned());
+    }
+    match caught_up(&ctx).await {
+        Ok(n) => (StatusCode::OK, format!("ready: {n} replicas caught up")),
+        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, why),
+    }
+}
+
+/// Longest a probe waits for local apply to reach the leaders' commit
+/// indexes; under load a caught-up replica trails by milliseconds.
+const CATCH_UP_WAIT: Duration = Duration::from_secs(2);
+const LEADER_QUERY_TIMEOUT: Duration = Duration::from_secs(1);
+
+async fn caught_up(ctx: &NodeContext) -> Result<usize, String> {
+    let me = ctx.node_id;
+    // Replicas the map no longer places here (removed by a move, not yet
+    // destroyed) get no more entries and are not waited for.
+    let placed: Option<BTreeSet<u32>> = ctx.shard_map.read().as_ref().map(|m| {
+        m.shards
+            .iter()
+            .filter(|p| p.replicas.contains(&me) || p.learners.contains(&me))
+            .map(|p| p.shard)
+            .collect()
+    });
+    let states: Vec<_> = ctx
+        .wal
+        .shard_states()
+        .into_iter()
+        .filter(|s| placed.as_ref().is_none_or(|p| p.contains(&s.shard)))
+        .collect();
+    let mut target: BTreeMap<u32, u64> = BTreeMap::new();
+    let mut by_leader: BTreeMap<u64, Vec<u32>> = BTreeMap::new();
+    for s in &states {
+        match s.leader_id.unwrap_or(0) {
+            0 => return Err(format!("shard {} has no known leader", s.shard)),
+            l if l == me => {
+                target.insert(s.shard, s.commit_index);
+            }
+            l => by_leader.entry(l).or_default().push(s.shard),
+        }
+    }
+    for (leader, shards) in by_leader {
+        let addr = ctx
+            .addr_of(leader)
+            .ok_or_else(|| format!("no address for node {leader}, leader of {shards:?}"))?;
+        let ask = async {
+            let mut c = AdminClient::connect(format!("http://{addr}")).await?;
+            Ok::<_, Box<dyn std::error::Error + Send + Sync>>(
+                c.shard_states(ShardStatesRequest {}).await?.into_inner(),
+            )
+        };
+        let reply = match tokio::time::timeout(LEADER_QUERY_TIMEOUT, ask).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => return Err(format!("leader {leader} at {addr}: {e}")),
+            Err(_) => return Err(format!("leader {leader} at {addr} did not answer")),
+        };
+        for shard in shards {
+            let commit = reply
+                .shards
+                .iter()
+                .find(|s| s.shard == shard)
+                .map(|s| s.commit_index)
+                .ok_or_else(|| format!("leader {leader} has no replica of shard {shard}"))?;
+            target.insert(shard, commit);
+        }
+    }
+    let deadline = tokio::time::Instant::now() + CATCH_UP_WAIT;
+    loop {
+        let behind: Vec<String> = ctx
+            .wal
+            .shard_states()
+            .into_iter()
+            .filter_map(|s| {
+                let want = *target.get(&s.shard)?;
+                (s.applied_index < want)
+                    .then(|| format!("{}:{}/{}", s.shard, s.applied_index, want))
+            })
+            .collect();
+        if behind.is_empty() {
+            return Ok(target.len());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(format!(
+                "catching up (shard:applied/leader commit) {}",
+                behind.join(" ")
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

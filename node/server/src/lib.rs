@@ -9,6 +9,7 @@ pub mod context;
 pub mod directory;
 pub mod error;
 pub mod http;
+pub mod leadership;
 pub mod metrics;
 pub mod options;
 pub mod preload;

@@ -50,6 +50,9 @@ pub struct NodeOptions {
     pub wal_poll_threads: usize,
     /// Threads applying committed entries to the engine.
     pub wal_apply_threads: usize,
+    /// How often the node checks whether it leads more than its fair share
+    /// of shards and hands one to a replica that leads fewer; 0 = never.
+    pub leader_balance_interval_ms: u64,
 }
 
 impl Default for NodeOptions {
@@ -85,6 +88,7 @@ impl Default for NodeOptions {
             background_nice: 10,
             wal_poll_threads: 2,
             wal_apply_threads: 2,
+            leader_balance_interval_ms: 5_000,
         }
     }
 }
@@ -185,6 +189,9 @@ pub struct Cli {
     /// Threads applying committed entries to the engine (>= 1).
     #[arg(long, env = "SHARDHOUSE_NODE_WAL_APPLY_THREADS")]
     pub wal_apply_threads: Option<usize>,
+    /// How often to check for an unfair share of leaderships (ms); 0 = off.
+    #[arg(long, env = "SHARDHOUSE_NODE_LEADER_BALANCE_INTERVAL_MS")]
+    pub leader_balance_interval_ms: Option<u64>,
 }
 
 impl NodeOptions {
@@ -235,7 +242,8 @@ impl NodeOptions {
             lease_ttl_secs,
             background_nice,
             wal_poll_threads,
-            wal_apply_threads
+            wal_apply_threads,
+            leader_balance_interval_ms
         );
         if cli.chdb_dir.is_some() {
             self.chdb_dir = cli.chdb_dir;

@@ -171,6 +171,12 @@ pub async fn run(
         opts.cluster.clone(),
         me,
     ));
+    if opts.leader_balance_interval_ms > 0 {
+        tokio::spawn(crate::leadership::run(
+            Arc::clone(&ctx),
+            Duration::from_millis(opts.leader_balance_interval_ms),
+        ));
+    }
     if let Some(init) = opts.init_cluster {
         let (client, name) = (client.clone(), opts.cluster.clone());
         tokio::spawn(async move {

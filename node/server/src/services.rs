@@ -13,10 +13,14 @@ use shardhouse_common::proto::{
     SnapshotChunk, TableBatch, TransferLeaderRequest, WalEntry, WriteManyRequest,
     WriteManyResponse, WriteRequest, WriteResponse,
 };
+use shardhouse_engine::EngineError;
 use shardhouse_wal::{Role, ShardStatus, WalError};
 use std::sync::Arc;
 use std::time::Duration;
 use tonic::{Request, Response, Status, Streaming};
+
+/// How long a query waits for this replica to apply up to its read index.
+const READ_APPLY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Largest Write/Query message accepted (router batches are far smaller).
 pub const MAX_CLIENT_MESSAGE_BYTES: usize = 256 << 20;
@@ -90,7 +94,7 @@ impl NodeService {
             // In memory and brief: no block_in_place, which handed this
             // worker's core to another thread on every write (that thread
             // churn was ~3% of the machine at RF=3, 250k points/s).
-            if let Err(e) = ctx.engine.admit(&t.measurement, &schema) {
+            if let Err(e) = ctx.engine.admit(shard, &t.measurement, &schema) {
                 return WriteResult::Rejected(Rejected {
                     reason: e.to_string(),
                 });
@@ -146,6 +150,8 @@ fn wal_error_to_write(ctx: &NodeContext, shard: u32, e: WalError) -> WriteResult
             retry_after_ms: u32::try_from(retry_after_ms).unwrap_or(u32::MAX),
             reason: format!("shard {shard} log is over its in-flight budget; retry later"),
         }),
+        // Decided identically on every replica when applied: never stored.
+        WalError::Rejected(reason) => WriteResult::Rejected(Rejected { reason }),
         other => WriteResult::Unavailable(ShardUnavailable {
             reason: other.to_string(),
         }),
@@ -195,11 +201,26 @@ impl proto::node_server::Node for NodeService {
                 self.ctx.node_id, req.shard
             )));
         }
+        // Read-after-write: wait until this replica has applied everything
+        // committed when the query arrived (a Raft read index, confirmed by
+        // the leader), so the answer includes every acknowledged write.
+        let wal = &self.ctx.wal;
+        let read_index = wal
+            .read_index(req.shard)
+            .await
+            .map_err(|e| Status::unavailable(e.to_string()))?;
+        wal.wait_applied(req.shard, read_index, READ_APPLY_TIMEOUT)
+            .await
+            .map_err(|e| Status::unavailable(e.to_string()))?;
         let engine = Arc::clone(&self.ctx.engine);
         let batches = tokio::task::spawn_blocking(move || engine.query(req.shard, &req.sql))
             .await
             .map_err(|e| Status::internal(e.to_string()))?
-            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+            .map_err(|e| match e {
+                // Another replica may store the table fine.
+                EngineError::TableUnavailable { .. } => Status::unavailable(e.to_string()),
+                e => Status::invalid_argument(e.to_string()),
+            })?;
         let result_ipc = encode_ipc(&batches).map_err(|e| Status::internal(e.to_string()))?;
         Ok(Response::new(QueryResponse { result_ipc }))
     }

@@ -4,8 +4,8 @@
 use bytes::Bytes;
 use prost::Message as _;
 use shardhouse_common::proto::WalEntry;
-use shardhouse_engine::{Engine, TableBatchRef};
-use shardhouse_wal::{ShardId, StateMachine};
+use shardhouse_engine::{Applied, Engine, TableBatchRef};
+use shardhouse_wal::{ApplyOutcome, ShardId, StateMachine};
 use std::sync::Arc;
 
 pub struct EngineStateMachine {
@@ -19,14 +19,22 @@ impl EngineStateMachine {
 }
 
 impl StateMachine for EngineStateMachine {
-    fn apply(&self, shard: ShardId, index: u64, data: &Bytes) -> Result<(), String> {
+    fn apply(&self, shard: ShardId, index: u64, data: &Bytes) -> Result<ApplyOutcome, String> {
         // Leaders append an empty entry on election; there is nothing to store.
         if data.is_empty() {
-            return Ok(());
+            return Ok(ApplyOutcome::Applied);
         }
         // Decoding from `Bytes` slices the IPC payloads out of the entry.
-        let entry = WalEntry::decode(data.clone())
-            .map_err(|e| format!("shard {shard} index {index}: bad WalEntry: {e}"))?;
+        // The bytes are the same on every replica: an undecodable entry is
+        // rejected by all of them alike.
+        let entry = match WalEntry::decode(data.clone()) {
+            Ok(e) => e,
+            Err(e) => {
+                return Ok(ApplyOutcome::Rejected(format!(
+                    "shard {shard} index {index}: undecodable WalEntry: {e}"
+                )))
+            }
+        };
         let mut tables: Vec<TableBatchRef<'_>> = entry
             .tables
             .iter()
@@ -44,11 +52,13 @@ impl StateMachine for EngineStateMachine {
             });
         }
         if tables.is_empty() {
-            return Ok(());
+            return Ok(ApplyOutcome::Applied);
         }
-        self.engine
-            .apply_tables(shard, index, &tables)
-            .map_err(|e| format!("shard {shard} index {index}: {e}"))
+        match self.engine.apply_tables(shard, index, &tables) {
+            Ok(Applied::Stored) => Ok(ApplyOutcome::Applied),
+            Ok(Applied::Rejected(e)) => Ok(ApplyOutcome::Rejected(e.to_string())),
+            Err(e) => Err(format!("shard {shard} index {index}: {e}")),
+        }
     }
 
     fn flushed_index(&self, shard: ShardId) -> u64 {

@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use shardhouse_wal::eraftpb::Message;
-use shardhouse_wal::{NodeId, Role, ShardId, StateMachine, Transport, Wal, WalConfig};
+use shardhouse_wal::{
+    ApplyOutcome, NodeId, Role, ShardId, StateMachine, Transport, Wal, WalConfig,
+};
 
 #[derive(Default)]
 struct Net {
@@ -41,10 +43,15 @@ struct NullSm {
 }
 
 impl StateMachine for NullSm {
-    fn apply(&self, shard: ShardId, index: u64, data: &bytes::Bytes) -> Result<(), String> {
+    fn apply(
+        &self,
+        shard: ShardId,
+        index: u64,
+        data: &bytes::Bytes,
+    ) -> Result<ApplyOutcome, String> {
         self.bytes.fetch_add(data.len() as u64, Ordering::Relaxed);
         self.applied.lock().insert(shard, index);
-        Ok(())
+        Ok(ApplyOutcome::Applied)
     }
     fn flushed_index(&self, shard: ShardId) -> u64 {
         self.applied.lock().get(&shard).copied().unwrap_or(0)

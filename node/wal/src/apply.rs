@@ -5,13 +5,18 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Instant;
 
 use bytes::Bytes;
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use raft::eraftpb::ConfState;
+use tokio::sync::oneshot;
 
+use crate::error::{Result, WalError};
 use crate::storage::GeneratedSnapshot;
-use crate::{ShardHandle, ShardId, StateMachine};
+use crate::{
+    metrics, policy, ApplyOutcome, ApplyStall, Committed, ShardHandle, ShardId, StateMachine,
+};
 
 /// One committed entry as the apply thread sees it.
 pub struct ApplyItem {
@@ -22,6 +27,25 @@ pub struct ApplyItem {
     pub conf_state: Option<ConfState>,
     /// In-flight proposal bytes to release once applied (leader's own proposals).
     pub release: usize,
+    /// The leader's proposer, answered once the entry is applied: only then
+    /// is it known whether the entry was stored or rejected.
+    pub waiter: Option<ApplyWaiter>,
+}
+
+/// A proposer waiting for its committed entry's apply outcome.
+pub struct ApplyWaiter {
+    pub committed: Committed,
+    pub tx: oneshot::Sender<Result<Committed>>,
+}
+
+impl ApplyWaiter {
+    fn answer(self, outcome: &ApplyOutcome) {
+        let r = match outcome {
+            ApplyOutcome::Applied => Ok(self.committed),
+            ApplyOutcome::Rejected(reason) => Err(WalError::Rejected(reason.clone())),
+        };
+        let _ = self.tx.send(r);
+    }
 }
 
 pub enum ApplyMsg {
@@ -63,6 +87,13 @@ struct ApplyShard {
     /// Recent configurations by the index they took effect at, so a
     /// snapshot at index i carries the configuration in force at i.
     conf_history: VecDeque<(u64, ConfState)>,
+    /// Committed entries not applied yet, oldest first. Non-empty between
+    /// calls only while `retry_at` is set: an entry failed to apply and
+    /// everything after it waits, because skipping it would let the
+    /// flushed index (and log compaction) pass an entry never stored.
+    backlog: VecDeque<ApplyItem>,
+    /// When to retry the failed entry at the front of `backlog`.
+    retry_at: Option<Instant>,
 }
 
 const CONF_HISTORY: usize = 16;
@@ -75,109 +106,205 @@ impl ApplyShard {
             .find(|(i, _)| *i <= index)
             .map(|(_, cs)| cs.clone())
     }
-}
 
-pub fn run(rx: Receiver<ApplyMsg>, sm: Arc<dyn StateMachine>) {
-    let mut shards: HashMap<ShardId, ApplyShard> = HashMap::new();
-    while let Ok(msg) = rx.recv() {
-        match msg {
-            ApplyMsg::Register {
-                handle,
-                applied,
-                last_data_index,
-                conf_index,
-                conf_state,
-            } => {
-                handle.applied.store(applied, Ordering::Release);
-                shards.insert(
-                    handle.shard,
-                    ApplyShard {
-                        handle,
-                        applied,
-                        last_data_index,
-                        conf_history: VecDeque::from([(conf_index, conf_state)]),
-                    },
-                );
-            }
-            ApplyMsg::Unregister { shard } => {
-                shards.remove(&shard);
-            }
-            ApplyMsg::Entries { shard, items } => {
-                let Some(s) = shards.get_mut(&shard) else {
-                    continue;
-                };
-                for item in items {
-                    if item.index <= s.applied {
-                        // Already applied (re-delivery after a restore); the
-                        // state machine must see each index once.
-                        release(s, item.release);
-                        continue;
-                    }
-                    if let Some(data) = &item.data {
-                        s.last_data_index = item.index;
-                        if let Err(e) = sm.apply(shard, item.index, data) {
-                            // The leader admits entries before proposing, so
-                            // this is a bug or an engine failure; the entry
-                            // stays in the log until flushed_index passes it.
-                            tracing::error!(shard, index = item.index, error = %e, "state machine failed to apply a committed entry");
-                        }
-                    }
-                    if let Some(cs) = item.conf_state {
-                        s.conf_history.push_back((item.index, cs));
-                        if s.conf_history.len() > CONF_HISTORY {
-                            s.conf_history.pop_front();
-                        }
-                    }
-                    s.applied = item.index;
-                    s.handle.applied.store(item.index, Ordering::Release);
-                    release(s, item.release);
+    /// Applies the backlog in order until it is empty or an entry fails.
+    fn drain(&mut self, sm: &dyn StateMachine) {
+        let shard = self.handle.shard;
+        while let Some(item) = self.backlog.pop_front() {
+            if item.index <= self.applied {
+                // Already applied (re-delivery after a restore); the state
+                // machine must see each index once.
+                self.release(item.release);
+                if let Some(w) = item.waiter {
+                    w.answer(&ApplyOutcome::Applied);
                 }
+                continue;
             }
-            ApplyMsg::GenSnapshot { shard } => {
-                let Some(s) = shards.get(&shard) else {
-                    continue;
-                };
-                let built = build_snapshot(&*sm, s);
-                let mut slot = s.handle.snap.lock();
-                slot.generating = false;
-                match built {
-                    Ok(g) => slot.ready = Some(g),
+            let mut outcome = ApplyOutcome::Applied;
+            if let Some(data) = &item.data {
+                match sm.apply(shard, item.index, data) {
+                    Ok(o) => outcome = o,
                     Err(e) => {
-                        tracing::warn!(shard, error = %e, "could not build a snapshot; raft will ask again")
+                        self.stall(item.index, e);
+                        self.backlog.push_front(item);
+                        return;
                     }
                 }
-            }
-            ApplyMsg::Restore {
-                shard,
-                index,
-                conf_state,
-                data,
-                done,
-            } => {
-                let r = sm.restore(shard, index, &data);
-                if r.is_ok() {
-                    if let Some(s) = shards.get_mut(&shard) {
-                        s.applied = index;
-                        s.last_data_index = index;
-                        s.handle.applied.store(index, Ordering::Release);
-                        s.conf_history.clear();
-                        s.conf_history.push_back((index, conf_state));
-                    }
+                self.last_data_index = item.index;
+                if let ApplyOutcome::Rejected(reason) = &outcome {
+                    tracing::info!(shard, index = item.index, %reason, "entry rejected on apply (every replica skips it)");
+                    metrics::APPLY_REJECTED.inc();
                 }
-                let _ = done.send(r);
             }
-            ApplyMsg::Shutdown => break,
+            if let Some(cs) = item.conf_state {
+                self.conf_history.push_back((item.index, cs));
+                if self.conf_history.len() > CONF_HISTORY {
+                    self.conf_history.pop_front();
+                }
+            }
+            self.applied = item.index;
+            self.handle.applied.store(item.index, Ordering::Release);
+            self.release(item.release);
+            if let Some(w) = item.waiter {
+                w.answer(&outcome);
+            }
+        }
+        if self.retry_at.is_some() {
+            self.unstall();
+        }
+    }
+
+    fn stall(&mut self, index: u64, error: String) {
+        let mut slot = self.handle.apply_stall.lock();
+        let attempts = match slot.as_ref() {
+            Some(st) if st.index == index => st.attempts + 1,
+            _ => 1,
+        };
+        if slot.is_none() {
+            metrics::APPLY_STALLED_SHARDS.inc();
+        }
+        metrics::APPLY_FAILURES.inc();
+        let delay = policy::apply_retry_delay(attempts);
+        // Once per attempt, and attempts back off to 10 s: the log shows a
+        // stuck shard without flooding.
+        tracing::error!(shard = self.handle.shard, index, attempts, retry_in = ?delay, %error,
+            "state machine failed to apply a committed entry; the shard's apply waits and retries it");
+        *slot = Some(ApplyStall {
+            index,
+            error,
+            attempts,
+        });
+        self.retry_at = Some(Instant::now() + delay);
+    }
+
+    fn unstall(&mut self) {
+        self.retry_at = None;
+        if let Some(st) = self.handle.apply_stall.lock().take() {
+            metrics::APPLY_STALLED_SHARDS.dec();
+            tracing::info!(
+                shard = self.handle.shard,
+                index = st.index,
+                attempts = st.attempts,
+                "state machine applied the entry that was failing; the shard's apply resumed"
+            );
+        }
+    }
+
+    fn release(&self, bytes: usize) {
+        if bytes > 0 {
+            self.handle
+                .inflight_bytes
+                .fetch_sub(bytes, Ordering::AcqRel);
         }
     }
 }
 
-fn release(s: &ApplyShard, bytes: usize) {
-    if bytes > 0 {
-        s.handle.inflight_bytes.fetch_sub(bytes, Ordering::AcqRel);
+pub fn run(rx: Receiver<ApplyMsg>, sm: Arc<dyn StateMachine>) {
+    let mut shards: HashMap<ShardId, ApplyShard> = HashMap::new();
+    loop {
+        let next_retry = shards.values().filter_map(|s| s.retry_at).min();
+        let msg = match next_retry {
+            None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+            Some(at) => rx.recv_timeout(at.saturating_duration_since(Instant::now())),
+        };
+        match msg {
+            Ok(ApplyMsg::Shutdown) | Err(RecvTimeoutError::Disconnected) => break,
+            Ok(msg) => handle_msg(&mut shards, &*sm, msg),
+            Err(RecvTimeoutError::Timeout) => {}
+        }
+        let now = Instant::now();
+        for s in shards.values_mut() {
+            if s.retry_at.is_some_and(|at| at <= now) {
+                s.drain(&*sm);
+                s.handle.applied_notify.notify_waiters();
+            }
+        }
     }
 }
 
-fn build_snapshot(sm: &dyn StateMachine, s: &ApplyShard) -> Result<GeneratedSnapshot, String> {
+fn handle_msg(shards: &mut HashMap<ShardId, ApplyShard>, sm: &dyn StateMachine, msg: ApplyMsg) {
+    match msg {
+        ApplyMsg::Register {
+            handle,
+            applied,
+            last_data_index,
+            conf_index,
+            conf_state,
+        } => {
+            handle.applied.store(applied, Ordering::Release);
+            shards.insert(
+                handle.shard,
+                ApplyShard {
+                    handle,
+                    applied,
+                    last_data_index,
+                    conf_history: VecDeque::from([(conf_index, conf_state)]),
+                    backlog: VecDeque::new(),
+                    retry_at: None,
+                },
+            );
+        }
+        ApplyMsg::Unregister { shard } => {
+            if let Some(mut s) = shards.remove(&shard) {
+                s.backlog.clear();
+                s.unstall();
+            }
+        }
+        ApplyMsg::Entries { shard, items } => {
+            let Some(s) = shards.get_mut(&shard) else {
+                return;
+            };
+            s.backlog.extend(items);
+            if s.retry_at.is_none() {
+                s.drain(sm);
+            }
+            s.handle.applied_notify.notify_waiters();
+        }
+        ApplyMsg::GenSnapshot { shard } => {
+            let Some(s) = shards.get(&shard) else {
+                return;
+            };
+            let built = build_snapshot(sm, s);
+            let mut slot = s.handle.snap.lock();
+            slot.generating = false;
+            match built {
+                Ok(g) => slot.ready = Some(g),
+                Err(e) => {
+                    tracing::warn!(shard, error = %e, "could not build a snapshot; raft will ask again")
+                }
+            }
+        }
+        ApplyMsg::Restore {
+            shard,
+            index,
+            conf_state,
+            data,
+            done,
+        } => {
+            let r = sm.restore(shard, index, &data);
+            if r.is_ok() {
+                if let Some(s) = shards.get_mut(&shard) {
+                    s.applied = index;
+                    s.last_data_index = index;
+                    s.handle.applied.store(index, Ordering::Release);
+                    s.conf_history.clear();
+                    s.conf_history.push_back((index, conf_state));
+                    // The snapshot covers whatever was stuck at or below it.
+                    s.unstall();
+                    s.drain(sm);
+                    s.handle.applied_notify.notify_waiters();
+                }
+            }
+            let _ = done.send(r);
+        }
+        ApplyMsg::Shutdown => {}
+    }
+}
+
+fn build_snapshot(
+    sm: &dyn StateMachine,
+    s: &ApplyShard,
+) -> std::result::Result<GeneratedSnapshot, String> {
     // Runs on the shard's apply thread, so no apply races the export: the
     // data reflects every entry up to `s.applied`.
     let (sm_index, data) = sm.snapshot(s.handle.shard)?;

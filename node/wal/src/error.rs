@@ -17,6 +17,11 @@ pub enum WalError {
     Storage(String),
     #[error("WAL data is corrupt: {0}; the data directory must be repaired or the replica rebuilt from a snapshot")]
     Corrupt(String),
+    /// The entry committed but its content can never be stored (for
+    /// example a field type that conflicts, in log order, with what the
+    /// shard already stores). Every replica decides the same and skips it.
+    #[error("rejected when applied: {0}")]
+    Rejected(String),
     #[error("invalid WAL request: {0}")]
     InvalidArgument(String),
     #[error("the WAL is shut down; reopen it")]

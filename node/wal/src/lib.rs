@@ -121,16 +121,33 @@ pub trait Transport: Send + Sync + 'static {
     fn send(&self, to: NodeId, msgs: Vec<(ShardId, eraftpb::Message)>);
 }
 
+/// What applying one committed entry decided. Both outcomes advance the
+/// shard's applied index; the decision must be a pure function of the
+/// shard's log so every replica takes the same one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApplyOutcome {
+    /// The entry's effects are in the state machine.
+    Applied,
+    /// The entry can never be stored (e.g. a field type conflicting with
+    /// an earlier entry): it is a no-op on every replica, and the proposer
+    /// gets [`WalError::Rejected`] with this reason.
+    Rejected(String),
+}
+
 /// What committed entries are applied to (the node's engine).
 pub trait StateMachine: Send + Sync + 'static {
     /// Called in index order per shard, from WAL apply threads (blocking is
     /// OK there). Only entries carrying caller data are passed.
+    ///
+    /// `Err` is a failure that may pass (the engine is unavailable): the
+    /// entry is NOT skipped. The shard's apply stops there and the same
+    /// entry is retried with backoff; [`ShardStatus::apply_stalled`] says why.
     fn apply(
         &self,
         shard: ShardId,
         index: u64,
         data: &bytes::Bytes,
-    ) -> std::result::Result<(), String>;
+    ) -> std::result::Result<ApplyOutcome, String>;
     /// Highest index whose effects are durable in the state machine. The
     /// log is compacted up to it, and on restart entries above it are
     /// applied again.
@@ -176,6 +193,19 @@ pub struct ShardStatus {
     /// On a leader: entries the slowest follower or learner is behind.
     pub max_follower_lag: u64,
     pub inflight_bytes: usize,
+    /// Set while the state machine keeps failing to apply the next entry:
+    /// the failure, and how many attempts were made. The shard's applied
+    /// index stays below that entry until it succeeds.
+    pub apply_stalled: Option<ApplyStall>,
+}
+
+/// Why a shard's apply is stuck (see [`StateMachine::apply`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApplyStall {
+    /// Index of the entry that keeps failing.
+    pub index: u64,
+    pub error: String,
+    pub attempts: u32,
 }
 
 /// Counters of the WAL's group commit.
@@ -213,6 +243,10 @@ pub(crate) struct ShardHandle {
     commit_micros: AtomicU64,
     status: Mutex<ShardStatus>,
     snap: Arc<Mutex<SnapSlot>>,
+    /// Set by the apply thread while an entry keeps failing to apply.
+    apply_stall: Mutex<Option<ApplyStall>>,
+    /// Woken whenever `applied` moves (readers waiting for a read index).
+    applied_notify: tokio::sync::Notify,
 }
 
 impl ShardHandle {
@@ -228,6 +262,8 @@ impl ShardHandle {
                 ..Default::default()
             }),
             snap: Default::default(),
+            apply_stall: Mutex::new(None),
+            applied_notify: tokio::sync::Notify::new(),
         }
     }
 }
@@ -465,8 +501,10 @@ impl Wal {
             .map_err(|_| WalError::Shutdown)
     }
 
-    /// Proposes `data` and waits until a quorum has it durably (not for
-    /// apply). Fails fast with `NotLeader` or `Overloaded`.
+    /// Proposes `data` and waits until a quorum has it durably and this
+    /// leader has applied it: the apply decides whether the entry is stored
+    /// or, on every replica alike, rejected ([`WalError::Rejected`]). Fails
+    /// fast with `NotLeader` or `Overloaded`.
     pub async fn propose(&self, shard: ShardId, data: Vec<u8>) -> Result<Committed> {
         self.check_open()?;
         let handle = self.handle(shard)?;
@@ -504,7 +542,52 @@ impl Wal {
             handle.inflight_bytes.fetch_sub(size, Ordering::AcqRel);
             return Err(WalError::Shutdown);
         }
+        // The poll thread fails a proposal not committed within
+        // `propose_timeout`; this bounds the wait for its apply as well.
+        let limit = self.inner.cfg.propose_timeout * 2;
+        match tokio::time::timeout(limit, rx).await {
+            Ok(r) => r.map_err(|_| WalError::Shutdown)?,
+            Err(_) => Err(WalError::Unavailable(format!(
+                "shard {shard}: committed but not applied within {limit:?}{}; the write is durable, a retry is safe",
+                stall_note(&handle)
+            ))),
+        }
+    }
+
+    /// A Raft read index: the shard's commit index at the time of the call,
+    /// once the leader confirmed it still leads (a follower asks its
+    /// leader). Every write acknowledged before the call is at or below it.
+    pub async fn read_index(&self, shard: ShardId) -> Result<u64> {
+        self.check_open()?;
+        let h = self.handle(shard)?;
+        let (tx, rx) = oneshot::channel();
+        self.inner.poll_txs[h.poll_idx]
+            .send(PollMsg::ReadIndex { shard, tx })
+            .map_err(|_| WalError::Shutdown)?;
         rx.await.map_err(|_| WalError::Shutdown)?
+    }
+
+    /// Waits until this replica has applied `index` (e.g. a read index), at
+    /// most `timeout`.
+    pub async fn wait_applied(&self, shard: ShardId, index: u64, timeout: Duration) -> Result<()> {
+        let h = self.handle(shard)?;
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let notified = h.applied_notify.notified();
+            tokio::pin!(notified);
+            // Registered before the check, so an apply in between wakes us.
+            notified.as_mut().enable();
+            let applied = h.applied.load(Ordering::Acquire);
+            if applied >= index {
+                return Ok(());
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return Err(WalError::Unavailable(format!(
+                    "shard {shard}: this replica applied up to {applied}, not {index}, within {timeout:?}{}; read from another replica",
+                    stall_note(&h)
+                )));
+            }
+        }
     }
 
     async fn conf_change(
@@ -564,6 +647,7 @@ impl Wal {
                 st.applied_index = h.applied.load(Ordering::Acquire);
                 st.flushed_index = self.inner.sm.flushed_index(h.shard);
                 st.inflight_bytes = h.inflight_bytes.load(Ordering::Relaxed);
+                st.apply_stalled = h.apply_stall.lock().clone();
                 st
             })
             .collect();
@@ -622,6 +706,14 @@ impl Wal {
         metrics::LEADERS.sub(leaders as f64);
         self.db.lock().take();
         tracing::info!(node_id = self.inner.cfg.node_id, "WAL shut down");
+    }
+}
+
+/// ` (apply stalled at index I: <error>)` when the shard's apply is stuck.
+fn stall_note(h: &ShardHandle) -> String {
+    match h.apply_stall.lock().as_ref() {
+        Some(st) => format!(" (apply stalled at index {}: {})", st.index, st.error),
+        None => String::new(),
     }
 }
 

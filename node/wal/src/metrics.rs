@@ -4,7 +4,8 @@
 use std::sync::LazyLock;
 
 use prometheus::{
-    register_gauge, register_histogram, register_int_counter_vec, Gauge, Histogram, IntCounterVec,
+    register_gauge, register_histogram, register_int_counter, register_int_counter_vec,
+    register_int_gauge, Gauge, Histogram, IntCounter, IntCounterVec, IntGauge,
 };
 
 pub static APPEND_SECONDS: LazyLock<Histogram> = LazyLock::new(|| {
@@ -64,6 +65,30 @@ pub static SNAPSHOTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     .expect("register shardhouse_wal_snapshots_total")
 });
 
+pub static APPLY_STALLED_SHARDS: LazyLock<IntGauge> = LazyLock::new(|| {
+    register_int_gauge!(
+        "shardhouse_wal_apply_stalled_shards",
+        "Shards whose apply is stopped at an entry the state machine keeps failing (retried with backoff)"
+    )
+    .expect("register shardhouse_wal_apply_stalled_shards")
+});
+
+pub static APPLY_FAILURES: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter!(
+        "shardhouse_wal_apply_failures_total",
+        "Failed attempts to apply a committed entry (each is retried, never skipped)"
+    )
+    .expect("register shardhouse_wal_apply_failures_total")
+});
+
+pub static APPLY_REJECTED: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter!(
+        "shardhouse_wal_apply_rejected_total",
+        "Committed entries every replica skipped as unstorable (e.g. a field type conflict decided in log order)"
+    )
+    .expect("register shardhouse_wal_apply_rejected_total")
+});
+
 /// Registers every WAL metric now, so `/metrics` lists them (at zero)
 /// before the first event.
 pub fn register() {
@@ -73,6 +98,9 @@ pub fn register() {
     LazyLock::force(&SHARDS);
     LazyLock::force(&LEADERS);
     LazyLock::force(&FOLLOWER_LAG);
+    LazyLock::force(&APPLY_STALLED_SHARDS);
+    LazyLock::force(&APPLY_FAILURES);
+    LazyLock::force(&APPLY_REJECTED);
     for d in ["sent", "received"] {
         SNAPSHOTS.with_label_values(&[d]);
     }
@@ -96,6 +124,9 @@ mod tests {
             "shardhouse_wal_leaders",
             "shardhouse_wal_follower_lag_entries",
             "shardhouse_wal_snapshots_total",
+            "shardhouse_wal_apply_stalled_shards",
+            "shardhouse_wal_apply_failures_total",
+            "shardhouse_wal_apply_rejected_total",
         ] {
             assert!(
                 names.iter().any(|n| n == want),

@@ -51,6 +51,14 @@ pub fn recovery_applied_index(flushed: u64, truncated: u64, commit: u64) -> u64 
     flushed.max(truncated).min(commit.max(truncated))
 }
 
+/// Delay before retrying an entry whose apply failed `attempts` times:
+/// 100 ms doubling to 10 s, so a stuck shard costs a log line and an engine
+/// call every 10 s, not a busy loop.
+pub fn apply_retry_delay(attempts: u32) -> std::time::Duration {
+    let ms = 100u64.saturating_mul(1u64 << attempts.saturating_sub(1).min(10));
+    std::time::Duration::from_millis(ms.min(10_000))
+}
+
 /// The RocksDB rate limit for `sst_write_bytes_per_sec`: None = unlimited.
 pub fn sst_rate_limit(bytes_per_sec: u64) -> Option<i64> {
     match bytes_per_sec {
@@ -107,6 +115,16 @@ mod tests {
         assert_eq!(recovery_applied_index(20, 0, 10), 10);
         assert_eq!(recovery_applied_index(0, 0, 0), 0);
         assert_eq!(recovery_applied_index(8, 8, 0), 8);
+    }
+
+    #[test]
+    fn apply_retries_back_off_to_ten_seconds() {
+        use std::time::Duration;
+        assert_eq!(apply_retry_delay(1), Duration::from_millis(100));
+        assert_eq!(apply_retry_delay(2), Duration::from_millis(200));
+        assert_eq!(apply_retry_delay(5), Duration::from_millis(1600));
+        assert_eq!(apply_retry_delay(8), Duration::from_secs(10));
+        assert_eq!(apply_retry_delay(u32::MAX), Duration::from_secs(10));
     }
 
     #[test]

@@ -17,7 +17,7 @@ use raft::{RawNode, SnapshotStatus, StateRole};
 use rocksdb::{WriteBatch, WriteOptions, DB};
 use tokio::sync::oneshot;
 
-use crate::apply::{ApplyItem, ApplyMsg};
+use crate::apply::{ApplyItem, ApplyMsg, ApplyWaiter};
 use crate::error::{Result, WalError};
 use crate::keys::{self, LocalState};
 use crate::storage::ShardStorage;
@@ -48,6 +48,11 @@ pub enum PollMsg {
         shard: ShardId,
         node: NodeId,
     },
+    /// A Raft read index: the commit index once leadership is confirmed.
+    ReadIndex {
+        shard: ShardId,
+        tx: oneshot::Sender<Result<u64>>,
+    },
     Create {
         shard: ShardId,
         voters: Vec<NodeId>,
@@ -75,6 +80,12 @@ struct ConfWaiter {
     tx: oneshot::Sender<Result<()>>,
 }
 
+struct ReadWaiter {
+    ctx: Vec<u8>,
+    deadline: Instant,
+    tx: oneshot::Sender<Result<u64>>,
+}
+
 struct TransferWaiter {
     to: NodeId,
     deadline: Instant,
@@ -89,6 +100,8 @@ pub struct Peer {
     proposals: VecDeque<Proposal>,
     conf_waiters: Vec<ConfWaiter>,
     transfer: Option<TransferWaiter>,
+    reads: VecDeque<ReadWaiter>,
+    next_read_ctx: u64,
     is_leader: bool,
     state_dirty: bool,
 }
@@ -151,6 +164,8 @@ impl Peer {
             proposals: VecDeque::new(),
             conf_waiters: Vec::new(),
             transfer: None,
+            reads: VecDeque::new(),
+            next_read_ctx: 0,
             is_leader: false,
             state_dirty: false,
         })
@@ -187,6 +202,19 @@ impl Peer {
         if let Some(t) = self.transfer.take() {
             let _ = t.tx.send(Err(err()));
         }
+        for r in self.reads.drain(..) {
+            let _ = r.tx.send(Err(err()));
+        }
+    }
+
+    /// Answers the read-index requests raft confirmed.
+    fn handle_read_states(&mut self, states: Vec<raft::ReadState>) {
+        for rs in states {
+            if let Some(pos) = self.reads.iter().position(|r| r.ctx == rs.request_ctx) {
+                let r = self.reads.remove(pos).expect("position is valid");
+                let _ = r.tx.send(Ok(rs.index));
+            }
+        }
     }
 
     /// Resolves proposals, applies conf changes to raft and queues the
@@ -198,6 +226,7 @@ impl Peer {
         let mut items = Vec::with_capacity(entries.len());
         for e in entries {
             let mut release = 0;
+            let mut waiter = None;
             while self.proposals.front().is_some_and(|p| p.index <= e.index) {
                 let p = self.proposals.pop_front().expect("front exists");
                 if p.index == e.index && p.term == e.term {
@@ -209,10 +238,15 @@ impl Peer {
                         Ordering::Relaxed,
                     );
                     release = p.size;
-                    let _ = p.tx.send(Ok(Committed {
-                        index: e.index,
-                        term: e.term,
-                    }));
+                    // Answered by the apply thread: only the apply decides
+                    // whether the entry is stored or rejected.
+                    waiter = Some(ApplyWaiter {
+                        committed: Committed {
+                            index: e.index,
+                            term: e.term,
+                        },
+                        tx: p.tx,
+                    });
                 } else {
                     // Another leader's entry took this index.
                     let err = self.not_leader();
@@ -224,6 +258,7 @@ impl Peer {
                 data: None,
                 conf_state: None,
                 release,
+                waiter,
             };
             match e.get_entry_type() {
                 EntryType::EntryNormal => {
@@ -356,6 +391,7 @@ impl Peer {
             learners,
             max_follower_lag,
             inflight_bytes: self.handle.inflight_bytes.load(Ordering::Relaxed),
+            apply_stalled: None,
         }
     }
 }
@@ -565,6 +601,24 @@ impl Poller {
                     p.node.report_unreachable(node);
                 }
             }
+            PollMsg::ReadIndex { shard, tx } => {
+                let Some(p) = self.peers.get_mut(&shard) else {
+                    let _ = tx.send(Err(WalError::ShardNotFound(shard)));
+                    return;
+                };
+                if p.node.raft.leader_id == 0 {
+                    let _ = tx.send(Err(WalError::Unavailable(format!(
+                        "shard {shard} has no known leader (election in progress); retry"
+                    ))));
+                    return;
+                }
+                p.next_read_ctx += 1;
+                let ctx = p.next_read_ctx.to_be_bytes().to_vec();
+                p.node.read_index(ctx.clone());
+                let cfg = &self.inner.cfg;
+                let deadline = Instant::now() + cfg.tick_interval * (cfg.election_ticks as u32 * 2);
+                p.reads.push_back(ReadWaiter { ctx, deadline, tx });
+            }
             PollMsg::Create { shard, voters, tx } => {
                 let r = if self.peers.contains_key(&shard) {
                     Ok(())
@@ -668,6 +722,13 @@ impl Poller {
                     i += 1;
                 }
             }
+            while p.reads.front().is_some_and(|r| r.deadline <= now) {
+                let r = p.reads.pop_front().expect("front exists");
+                let _ = r.tx.send(Err(WalError::Unavailable(format!(
+                    "shard {}: leadership was not confirmed in time for a read; retry on another replica",
+                    p.shard
+                ))));
+            }
             if p.transfer.as_ref().is_some_and(|t| t.deadline <= now) {
                 let t = p.transfer.take().expect("checked");
                 let _ = t.tx.send(Err(WalError::Unavailable(format!(
@@ -711,6 +772,7 @@ impl Poller {
                 sync = true;
             }
             p.handle_committed(rd.take_committed_entries());
+            p.handle_read_states(rd.take_read_states());
             let entries = rd.take_entries();
             n_entries += entries.len();
             if let Err(e) = p.node.mut_store().append(&entries, &mut wb) {

@@ -1,0 +1,112 @@
+//! Users' queries against one shard: read-only, one statement, no way out
+//! of the shard's data (read_guard.rs), times in UTC.
+
+use std::sync::atomic::Ordering;
+
+use arrow_array::RecordBatch;
+
+use crate::columns::strings;
+use crate::engine::Engine;
+use crate::error::{EngineError, Result};
+use crate::{layout, read_guard};
+
+impl Engine {
+    /// Runs a user's `SELECT` against one shard's database: unqualified
+    /// table names resolve to that shard's tables. Fact tables keep rewritten
+    /// points until merges collapse them; use `FINAL` to read one row per
+    /// point. Rows applied but not flushed yet are flushed first, so a query
+    /// sees every write applied here; a table whose flush keeps failing does
+    /// not stop queries of anything else, but a query that reads it fails
+    /// rather than answer without its buffered rows.
+    pub fn query(&self, shard: u32, sql: &str) -> Result<Vec<RecordBatch>> {
+        let st = self.inner.shards.read().get(&shard).cloned();
+        if let Some(st) = &st {
+            // Always through the flush lock: a flush that another thread
+            // has taken the buffer for must finish before we read.
+            if let Err(e) = self.inner.flush_shard(st, false) {
+                tracing::warn!(shard, error = %e, "flush before a query failed");
+            }
+        }
+        let mut conn = self.inner.readers.get();
+        // The engine's own parser: one statement, and the text that runs
+        // is the formatted one (nothing after a `;` can hide).
+        let formatted = conn
+            .query(&format!(
+                "SELECT formatQuerySingleLine({})",
+                layout::literal(sql)
+            ))
+            .map_err(|e| EngineError::InvalidQuery(engine_message(e)))?;
+        let formatted = formatted
+            .first()
+            .and_then(|b| strings(b, 0).into_iter().next())
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| EngineError::InvalidQuery("the statement is empty".into()))?;
+        let ast = conn
+            .query(&format!("EXPLAIN AST {formatted}"))
+            .map_err(|e| EngineError::InvalidQuery(engine_message(e)))?;
+        let lines: Vec<String> = ast.iter().flat_map(|b| strings(b, 0)).collect();
+        read_guard::check_ast(&lines).map_err(|r| EngineError::QueryRefused(r.0))?;
+        if let Some(st) = &st {
+            let failing = st.failing_tables();
+            if let Some(t) = failing.iter().find(|t| mentions(&formatted, t)) {
+                let error = st
+                    .failing
+                    .lock()
+                    .as_ref()
+                    .map(|f| f.report(shard).error)
+                    .unwrap_or_default();
+                return Err(EngineError::TableUnavailable {
+                    shard,
+                    table: t.clone(),
+                    reason: error,
+                });
+            }
+            // Nothing to read yet: the router treats this as "no rows here".
+            if !st.created.load(Ordering::Acquire) {
+                return Err(EngineError::InvalidQuery(format!(
+                    "Database {} does not exist. (UNKNOWN_DATABASE)",
+                    st.db
+                )));
+            }
+        }
+        conn.execute(&format!("USE {}", layout::ident(&layout::shard_db(shard))))?;
+        conn.query(&formatted)
+    }
+}
+
+/// The engine's message without our statement context (which repeats the
+/// user's SQL).
+fn engine_message(e: EngineError) -> String {
+    match e {
+        EngineError::Sql { message, .. } => message,
+        other => other.to_string(),
+    }
+}
+
+/// Whether `sql` (formatted) names table `t`, quoted or not. Conservative:
+/// a false positive makes a query fail clearly, never answer incompletely.
+fn mentions(sql: &str, t: &str) -> bool {
+    sql.contains(&layout::ident(t)) || {
+        let bytes = sql.as_bytes();
+        sql.match_indices(t).any(|(i, _)| {
+            let before = i.checked_sub(1).map(|j| bytes[j]);
+            let after = bytes.get(i + t.len()).copied();
+            let word = |c: Option<u8>| c.is_some_and(|c| c.is_ascii_alphanumeric() || c == b'_');
+            !word(before) && !word(after)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mentions;
+
+    #[test]
+    fn table_mentions_are_whole_words_or_quoted() {
+        assert!(mentions("SELECT * FROM cpu FINAL", "cpu"));
+        assert!(mentions("SELECT * FROM `a;b`", "a;b"));
+        assert!(mentions("SELECT count() FROM shard.cpu", "cpu"));
+        assert!(!mentions("SELECT * FROM cpu2", "cpu"));
+        assert!(!mentions("SELECT 1", "cpu"));
+    }
+}
