@@ -22,6 +22,7 @@ pub mod metrics;
 pub mod pool;
 mod read;
 pub mod read_guard;
+mod shard_io;
 pub mod snapshot;
 pub mod stream;
 

@@ -127,6 +127,9 @@ mod tests {
             "shardhouse_engine_rows_flushed_total",
             "shardhouse_engine_pending_rows",
             "shardhouse_engine_parts",
+            "shardhouse_engine_flush_failing_shards",
+            "shardhouse_engine_flush_failures_total",
+            "shardhouse_engine_unstorable_tables_skipped_total",
         ] {
             assert!(
                 names.iter().any(|n| n == want),

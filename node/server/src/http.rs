@@ -194,3 +194,49 @@ async fn caught_up(ctx: &NodeContext) -> Result<usize, String> {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+#[cfg(test)]
+mod health_tests {
+    use super::health_report;
+    use shardhouse_engine::FlushFailure;
+    use shardhouse_wal::{ApplyStall, ShardStatus};
+    use std::time::Duration;
+
+    #[test]
+    fn health_is_pass_until_a_shard_needs_attention_then_says_which_and_why() {
+        let ok = health_report(1, &[ShardStatus::default()], &[]);
+        assert_eq!(ok["status"], "pass");
+        assert_eq!(ok["checks"].as_array().unwrap().len(), 0);
+        let stalled = ShardStatus {
+            shard: 3,
+            apply_stalled: Some(ApplyStall {
+                index: 42,
+                error: "engine unavailable".into(),
+                attempts: 5,
+            }),
+            ..ShardStatus::default()
+        };
+        let failing = FlushFailure {
+            shard: 7,
+            tables: vec!["cpu".into()],
+            error: "disk full".into(),
+            attempts: 2,
+            failing_for: Duration::from_secs(9),
+        };
+        let bad = health_report(1, &[stalled], &[failing]);
+        assert_eq!(bad["status"], "degraded");
+        let checks = bad["checks"].as_array().unwrap();
+        assert_eq!(checks.len(), 2);
+        let text = bad.to_string();
+        for want in [
+            "shard 3 apply",
+            "index 42",
+            "engine unavailable",
+            "shard 7 flush",
+            "cpu",
+            "disk full",
+        ] {
+            assert!(text.contains(want), "{want} missing from {text}");
+        }
+    }
+}
