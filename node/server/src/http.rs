@@ -15,7 +15,7 @@ use std::time::Duration;
 pub fn router(ctx: Arc<NodeContext>) -> Router {
     Router::new()
         .route("/metrics", get(metrics))
-        .route("/health", get(|| async { "ok" }))
+        .route("/health", get(health))
         .route("/ready", get(ready))
         .with_state(ctx)
 }
@@ -32,6 +32,69 @@ async fn metrics() -> impl IntoResponse {
             .into_response(),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
     }
+}
+
+/// Liveness and what needs an operator: always 200 while the process
+/// serves (restarting would not fix a table that cannot flush), with
+/// `"status": "pass"` or `"degraded"` and one check per problem: shards
+/// whose apply is stopped at an entry that keeps failing, and shards with
+/// tables whose rows keep failing to flush. Metrics:
+/// `shardhouse_wal_apply_stalled_shards`, `shardhouse_engine_flush_failing_shards`.
+async fn health(State(ctx): State<Arc<NodeContext>>) -> impl IntoResponse {
+    let body = health_report(
+        ctx.node_id,
+        &ctx.wal.shard_states(),
+        &ctx.engine.flush_failures(),
+    );
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+}
+
+/// The `/health` document (pure, for tests).
+pub fn health_report(
+    node_id: u64,
+    shards: &[shardhouse_wal::ShardStatus],
+    flush_failures: &[shardhouse_engine::FlushFailure],
+) -> serde_json::Value {
+    let mut checks = Vec::new();
+    for s in shards {
+        if let Some(st) = &s.apply_stalled {
+            checks.push(serde_json::json!({
+                "name": format!("shard {} apply", s.shard),
+                "status": "fail",
+                "message": format!(
+                    "apply stopped at index {} after {} attempts: {} (retried with backoff; the entry is never skipped)",
+                    st.index, st.attempts, st.error
+                ),
+            }));
+        }
+    }
+    for f in flush_failures {
+        checks.push(serde_json::json!({
+            "name": format!("shard {} flush", f.shard),
+            "status": "fail",
+            "message": format!(
+                "tables {:?} have failed to flush for {} s ({} attempts): {} (their rows stay buffered and in the WAL; see docs/operations.md)",
+                f.tables, f.failing_for.as_secs(), f.attempts, f.error
+            ),
+        }));
+    }
+    let status = if checks.is_empty() {
+        "pass"
+    } else {
+        "degraded"
+    };
+    serde_json::json!({
+        "name": "shardhouse-node",
+        "node_id": node_id,
+        "status": status,
+        "message": if checks.is_empty() { "serving".to_string() } else { format!("{} problem(s) need attention", checks.len()) },
+        "checks": checks,
+        "version": env!("CARGO_PKG_VERSION"),
+    })
 }
 
 /// Ready = serving, registered in etcd, and caught up: every replica the
@@ -129,5 +192,51 @@ async fn caught_up(ctx: &NodeContext) -> Result<usize, String> {
             ));
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[cfg(test)]
+mod health_tests {
+    use super::health_report;
+    use shardhouse_engine::FlushFailure;
+    use shardhouse_wal::{ApplyStall, ShardStatus};
+    use std::time::Duration;
+
+    #[test]
+    fn health_is_pass_until_a_shard_needs_attention_then_says_which_and_why() {
+        let ok = health_report(1, &[ShardStatus::default()], &[]);
+        assert_eq!(ok["status"], "pass");
+        assert_eq!(ok["checks"].as_array().unwrap().len(), 0);
+        let stalled = ShardStatus {
+            shard: 3,
+            apply_stalled: Some(ApplyStall {
+                index: 42,
+                error: "engine unavailable".into(),
+                attempts: 5,
+            }),
+            ..ShardStatus::default()
+        };
+        let failing = FlushFailure {
+            shard: 7,
+            tables: vec!["cpu".into()],
+            error: "disk full".into(),
+            attempts: 2,
+            failing_for: Duration::from_secs(9),
+        };
+        let bad = health_report(1, &[stalled], &[failing]);
+        assert_eq!(bad["status"], "degraded");
+        let checks = bad["checks"].as_array().unwrap();
+        assert_eq!(checks.len(), 2);
+        let text = bad.to_string();
+        for want in [
+            "shard 3 apply",
+            "index 42",
+            "engine unavailable",
+            "shard 7 flush",
+            "cpu",
+            "disk full",
+        ] {
+            assert!(text.contains(want), "{want} missing from {text}");
+        }
     }
 }
