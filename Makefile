@@ -13,12 +13,14 @@ export PATH := $(HOME)/go/bin:/usr/local/go/bin:$(PATH)
 
 CARGO ?= cargo
 
-.PHONY: help deps build run test lint fmt bench-engine bench-wal bench-frontdoor bench-e2e bench-protocols chaos
+.PHONY: help deps build run test lint fmt bench-engine bench-wal bench-frontdoor bench-e2e bench-protocols chaos images test-k8s
 
 help:
 	@echo "make run    - start a local cluster (etcd, nodes, router) in the foreground"
 	@echo "make test   - install dependencies and run every test"
 	@echo "make bench-engine | bench-wal | bench-frontdoor | bench-e2e | bench-protocols | chaos"
+	@echo "make images   - operator, router, node and etcd images (buildah, OCI archives)"
+	@echo "make test-k8s - a real one-machine Kubernetes in a netns: install, ingest, scale, upgrade"
 
 deps:
 	@scripts/install-deps.sh
@@ -56,3 +58,15 @@ bench-protocols: build
 
 chaos: build
 	@scripts/chaos.sh
+
+# Container images without a Docker engine: OCI archives under
+# $(SHARDHOUSE_CACHE)/images (docker/*.Dockerfile describes the same images).
+images: build
+	@scripts/k8s/deps.sh apt
+	@scripts/images.sh
+
+# A real single-machine Kubernetes in its own network namespace; helm install,
+# ingest, scale out/in, rolling upgrade, pod delete, delete (docs/operator.md).
+test-k8s: images
+	@scripts/k8s/deps.sh
+	@scripts/k8s/run.sh scripts/k8s/scenarios.sh

@@ -7,7 +7,9 @@ WORKDIR /src
 COPY . .
 RUN cargo build --release -p shardhouse-operator --bin shardhouse-operator --bin shardhouse-ctl \
     && install -D target/release/shardhouse-operator /out/shardhouse-operator \
-    && install -D target/release/shardhouse-ctl /out/shardhouse-ctl
+    && objcopy --strip-debug /out/shardhouse-operator \
+    && install -D target/release/shardhouse-ctl /out/shardhouse-ctl \
+    && objcopy --strip-debug /out/shardhouse-ctl
 
 FROM debian:bookworm-slim
 RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates \

@@ -6,7 +6,8 @@ RUN apt-get update && apt-get install -y --no-install-recommends protobuf-compil
 WORKDIR /src
 COPY . .
 RUN cargo build --release -p shardhouse-router --bin shardhouse-router \
-    && install -D target/release/shardhouse-router /out/shardhouse-router
+    && install -D target/release/shardhouse-router /out/shardhouse-router \
+    && objcopy --strip-debug /out/shardhouse-router
 
 FROM debian:bookworm-slim
 RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates \

@@ -32,6 +32,9 @@ pub struct AckLoadOptions {
     pub max_inflight: usize,
     pub ack_log: PathBuf,
     pub write_path: String,
+    /// Times a request answered 429 or 503 (the server's "retry later") is
+    /// sent again, with backoff, before it counts as failed. 0: never.
+    pub retries: u32,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -40,7 +43,34 @@ pub struct AckLoadSummary {
     pub acked_requests: u64,
     pub acked_points: u64,
     pub dropped: u64,
+    /// Requests that failed for good (after any retries), by last answer.
     pub errors: BTreeMap<String, u64>,
+    /// Retries sent after a 429/503, by answer; not failures when a later
+    /// attempt was acknowledged.
+    pub retried: BTreeMap<String, u64>,
+    /// Latency of every acknowledged request, first attempt to final ack
+    /// (microseconds).
+    pub latencies_us: Vec<u64>,
+}
+
+impl AckLoadSummary {
+    /// Requests that were never acknowledged.
+    pub fn failed(&self) -> u64 {
+        self.errors.values().sum()
+    }
+
+    /// Nearest-rank latency percentile of acknowledged requests, in ms.
+    pub fn percentile_ms(&self, q: f64) -> Option<f64> {
+        let mut v = self.latencies_us.clone();
+        v.sort_unstable();
+        crate::stats::percentile(&v, q).map(|us| us as f64 / 1000.0)
+    }
+}
+
+/// Answers that mean "not now, send it again": overload and shards without a
+/// leader for a moment (moves, elections, restarts).
+fn retryable(o: &Outcome) -> bool {
+    matches!(o, Outcome::Rejected(s) if s == "429" || s == "503")
 }
 
 /// Line protocol for seqs `first..first+count`.
@@ -124,13 +154,27 @@ pub async fn ack_load(
             points: opts.batch,
         };
         let (t, log, sum, count) = (target.clone(), log.clone(), summary.clone(), opts.batch);
+        let retries = opts.retries;
         tokio::spawn(async move {
-            let o = t.send(&req).await;
+            let t0 = Instant::now();
+            let mut o = t.send(&req).await;
+            let mut attempt = 0;
+            while attempt < retries && retryable(&o) {
+                if let Some(label) = o.error_label() {
+                    let mut s = sum.lock().unwrap_or_else(|e| e.into_inner());
+                    *s.retried.entry(label).or_default() += 1;
+                }
+                tokio::time::sleep(Duration::from_millis((50u64 << attempt.min(5)).min(1000)))
+                    .await;
+                attempt += 1;
+                o = t.send(&req).await;
+            }
             let mut s = sum.lock().unwrap_or_else(|e| e.into_inner());
             s.sent += 1;
             if o == Outcome::Acked {
                 s.acked_requests += 1;
                 s.acked_points += count;
+                s.latencies_us.push(t0.elapsed().as_micros() as u64);
                 let mut l = log.lock().unwrap_or_else(|e| e.into_inner());
                 // Flushed per ack so a crash of the load generator itself
                 // still leaves every ack it saw on disk.
@@ -353,6 +397,7 @@ mod tests {
             max_inflight: 8,
             ack_log: log.clone(),
             write_path: "/write?db=x".into(),
+            retries: 0,
         };
         let s = ack_load(&target, &opts, Arc::new(AtomicBool::new(false)))
             .await
@@ -369,6 +414,49 @@ mod tests {
         assert!(s.acked_points > 0);
         assert!(s.errors.get("503").copied().unwrap_or(0) > 0, "{s:?}");
         assert_eq!(v.acked, s.acked_points);
+        assert!(v.ok(), "{v:?}");
+    }
+
+    #[tokio::test]
+    async fn retried_503s_are_not_failures() {
+        let st = Arc::new(SinkState {
+            fail_every: AtomicU64::new(3),
+            ..Default::default()
+        });
+        let (addr, _h) = serve("127.0.0.1:0", st).await.unwrap();
+        let target = Target::connect(&TargetOptions {
+            url: format!("http://{addr}"),
+            grpc_url: None,
+            timeout: Duration::from_secs(5),
+            auth_token: None,
+            max_connections: 8,
+        })
+        .await
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("acks.log");
+        let opts = AckLoadOptions {
+            measurement: "retry_test".into(),
+            series: 4,
+            rate: 200.0,
+            batch: 10,
+            duration: Duration::from_millis(500),
+            stop_file: None,
+            max_inflight: 8,
+            ack_log: log.clone(),
+            write_path: "/write?db=x".into(),
+            retries: 5,
+        };
+        let s = ack_load(&target, &opts, Arc::new(AtomicBool::new(false)))
+            .await
+            .unwrap();
+        assert!(s.retried.get("503").copied().unwrap_or(0) > 0, "{s:?}");
+        assert_eq!(s.failed(), 0, "{s:?}");
+        assert_eq!(s.latencies_us.len() as u64, s.acked_requests);
+        assert!(s.percentile_ms(95.0).is_some());
+        let v = verify(&target, &log, Duration::from_millis(0))
+            .await
+            .unwrap();
         assert!(v.ok(), "{v:?}");
     }
 

@@ -290,6 +290,13 @@ struct AckLoadArgs {
     stop_file: Option<PathBuf>,
     #[arg(long, default_value_t = 64)]
     max_inflight: usize,
+    /// Send a request answered 429/503 again (backoff 50 ms doubling to 1 s)
+    /// up to this many times before it counts as failed.
+    #[arg(long, default_value_t = 0)]
+    retries: u32,
+    /// Write the summary (counts, retries, latency percentiles) as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -671,12 +678,42 @@ async fn ack_load(a: AckLoadArgs) -> Result<()> {
         max_inflight: a.max_inflight,
         ack_log: a.ack_log.clone(),
         write_path: a.target.paths().line,
+        retries: a.retries,
     };
     let s = ack::ack_load(&target, &opts, stop).await?;
+    let ms = |q| s.percentile_ms(q).map_or("-".into(), |v| format!("{v:.1}"));
     out(&format!(
-        "ack_load sent={} acked_requests={} acked_points={} dropped={} errors={:?}",
-        s.sent, s.acked_requests, s.acked_points, s.dropped, s.errors
+        "ack_load sent={} acked_requests={} acked_points={} dropped={} failed={} errors={:?} retried={:?} p50_ms={} p95_ms={} p99_ms={} max_ms={}",
+        s.sent,
+        s.acked_requests,
+        s.acked_points,
+        s.dropped,
+        s.failed(),
+        s.errors,
+        s.retried,
+        ms(50.0),
+        ms(95.0),
+        ms(99.0),
+        ms(100.0)
     ));
+    write_json(
+        &a.json,
+        &serde_json::json!({
+            "offered_requests": s.sent + s.dropped,
+            "offered_points": (s.sent + s.dropped) * a.batch.max(1),
+            "sent": s.sent,
+            "acked_requests": s.acked_requests,
+            "acked_points": s.acked_points,
+            "dropped": s.dropped,
+            "failed": s.failed(),
+            "errors": s.errors,
+            "retried": s.retried,
+            "p50_ms": s.percentile_ms(50.0),
+            "p95_ms": s.percentile_ms(95.0),
+            "p99_ms": s.percentile_ms(99.0),
+            "max_ms": s.percentile_ms(100.0),
+        }),
+    )?;
     Ok(())
 }
 

@@ -12,6 +12,7 @@
 
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// Group, version and names, shared with RBAC and the chart.
 pub const GROUP: &str = "shardhouse.dev";
@@ -81,6 +82,41 @@ pub struct ShardhouseClusterSpec {
     /// Scale node processes with the observed ingest rate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub autoscaling: Option<AutoscalingSpec>,
+    /// Prometheus Operator integration.
+    #[serde(default)]
+    pub monitoring: MonitoringSpec,
+}
+
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct MonitoringSpec {
+    /// Create a ServiceMonitor when its CRD is installed.
+    #[serde(default = "default_true")]
+    pub service_monitor: bool,
+    /// Extra labels on the ServiceMonitor: the label your Prometheus selects
+    /// ServiceMonitors by (kube-prometheus-stack: `release: <its release>`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub service_monitor_labels: BTreeMap<String, String>,
+    /// Scrape interval.
+    #[serde(default = "default_scrape_interval")]
+    pub interval: String,
+}
+
+fn default_true() -> bool {
+    true
+}
+fn default_scrape_interval() -> String {
+    "15s".into()
+}
+
+impl Default for MonitoringSpec {
+    fn default() -> Self {
+        MonitoringSpec {
+            service_monitor: true,
+            service_monitor_labels: BTreeMap::new(),
+            interval: default_scrape_interval(),
+        }
+    }
 }
 
 fn default_rf() -> u32 {
@@ -149,6 +185,42 @@ pub struct NodeSpec {
     pub memory: String,
     #[serde(default)]
     pub storage: StorageSpec,
+    /// Requests and limits of the node container. Unset: requests and
+    /// limits of `cores` CPUs and `memory` (Guaranteed QoS, so chDB's pool
+    /// and the runtime threads sized from `cores` are never throttled).
+    /// Set it to reserve less (small test clusters) or to drop the CPU limit;
+    /// `cores` keeps sizing the process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<Resources>,
+    /// Keeping a shard's replicas on different Kubernetes nodes: node pods
+    /// repel each other by hostname and spread over zones. `Preferred`
+    /// (default) still schedules when there are fewer workers than pods;
+    /// `Required` refuses to co-locate two node pods (production with RF 3:
+    /// at least `replicas` workers); `None` sets no rule.
+    #[serde(default)]
+    pub anti_affinity: AntiAffinity,
+}
+
+/// Scheduling rule between node pods.
+#[derive(
+    schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq,
+)]
+pub enum AntiAffinity {
+    #[default]
+    Preferred,
+    Required,
+    None,
+}
+
+/// Container requests and limits, as Kubernetes quantities
+/// (`{requests: {cpu: 500m, memory: 2Gi}, limits: {memory: 2Gi}}`).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Resources {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub requests: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub limits: BTreeMap<String, String>,
 }
 
 fn default_cores() -> u32 {
@@ -193,6 +265,50 @@ pub struct RouterSpec {
     pub cores: u32,
     #[serde(default = "default_router_memory")]
     pub memory: String,
+    /// Requests and limits of the router container. Unset: `cores` CPUs and
+    /// `memory` requested, `memory` as the limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<Resources>,
+    /// The router Service clients write to.
+    #[serde(default)]
+    pub service: RouterServiceSpec,
+}
+
+/// How the router Service is exposed.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RouterServiceSpec {
+    /// ClusterIP (default), NodePort or LoadBalancer.
+    #[serde(rename = "type", default = "default_service_type")]
+    #[schemars(regex(pattern = "^(ClusterIP|NodePort|LoadBalancer)$"))]
+    pub type_: String,
+    /// Annotations for the Service (cloud load balancer settings).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+    /// Fixed node ports (NodePort/LoadBalancer); unset: allocated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_node_port: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grpc_node_port: Option<i32>,
+    /// Source ranges allowed through a LoadBalancer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub load_balancer_source_ranges: Vec<String>,
+}
+
+fn default_service_type() -> String {
+    "ClusterIP".into()
+}
+
+impl Default for RouterServiceSpec {
+    fn default() -> Self {
+        RouterServiceSpec {
+            type_: default_service_type(),
+            annotations: BTreeMap::new(),
+            http_node_port: None,
+            grpc_node_port: None,
+            load_balancer_source_ranges: vec![],
+        }
+    }
 }
 
 fn default_router_replicas() -> i32 {
@@ -208,6 +324,8 @@ impl Default for RouterSpec {
             replicas: default_router_replicas(),
             cores: default_cores(),
             memory: default_router_memory(),
+            resources: None,
+            service: RouterServiceSpec::default(),
         }
     }
 }
@@ -223,6 +341,9 @@ pub struct EtcdSpec {
     #[serde(default = "default_etcd_replicas")]
     #[schemars(range(min = 1, max = 5))]
     pub replicas: i32,
+    /// etcd image. The operator runs `etcd` with arguments only (no shell),
+    /// so distroless images work: the default is the upstream image; without
+    /// a registry, `scripts/images.sh etcd` builds one from Debian's etcd.
     #[serde(default = "default_etcd_image")]
     pub image: String,
     #[serde(default = "default_etcd_storage")]

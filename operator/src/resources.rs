@@ -3,7 +3,7 @@
 //! many node pods to run while a drain is in progress) to Kubernetes objects.
 //! No I/O here; the reconciler applies the result with server-side apply.
 
-use crate::crd::ShardhouseCluster;
+use crate::crd::{AntiAffinity, Resources, ShardhouseCluster};
 use crate::dashboards;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
@@ -28,6 +28,8 @@ pub const ROUTER_BINARY: &str = "/usr/local/bin/shardhouse-router";
 /// Where the node image unpacks the chdb-core wheel.
 pub const NODE_CHDB_DIR: &str = "/opt/chdb";
 pub const NODE_DATA_DIR: &str = "/var/lib/shardhouse";
+/// Where the managed etcd's volume is mounted.
+pub const ETCD_DATA_DIR: &str = "/var/lib/etcd";
 
 /// Label keys the operator selects its objects by.
 pub const LABEL_NAME: &str = "app.kubernetes.io/name";
@@ -74,7 +76,8 @@ pub fn desired(c: &ShardhouseCluster, d: &Decisions) -> Desired {
         routers: router_deployment(c),
         node_pdb: node_pdb(c),
         dashboards: dashboard_config_maps(c),
-        service_monitor: d.service_monitor.then(|| service_monitor(c)),
+        service_monitor: (d.service_monitor && c.spec.monitoring.service_monitor)
+            .then(|| service_monitor(c)),
     }
 }
 
@@ -195,15 +198,21 @@ pub fn etcd_statefulset(c: &ShardhouseCluster) -> StatefulSet {
     let initial: Vec<String> = (0..e.replicas)
         .map(|i| format!("{name}-{i}=http://{name}-{i}.{name}.{ns}.svc:{ETCD_PEER_PORT}"))
         .collect();
-    let script = format!(
-        "exec etcd --name=${{HOSTNAME}} --data-dir=/var/lib/etcd \
-         --listen-client-urls=http://0.0.0.0:{ETCD_CLIENT_PORT} \
-         --advertise-client-urls=http://${{HOSTNAME}}.{name}.{ns}.svc:{ETCD_CLIENT_PORT} \
-         --listen-peer-urls=http://0.0.0.0:{ETCD_PEER_PORT} \
-         --initial-advertise-peer-urls=http://${{HOSTNAME}}.{name}.{ns}.svc:{ETCD_PEER_PORT} \
-         --initial-cluster={} --initial-cluster-state=new --initial-cluster-token={name}",
-        initial.join(",")
-    );
+    // No shell: etcd images are distroless (no /bin/sh since 3.5.7). The
+    // kubelet expands $(POD_NAME) in args from the env below.
+    let args = vec![
+        "--name=$(POD_NAME)".to_string(),
+        format!("--data-dir={ETCD_DATA_DIR}/data"),
+        format!("--listen-client-urls=http://0.0.0.0:{ETCD_CLIENT_PORT}"),
+        format!("--advertise-client-urls=http://$(POD_NAME).{name}.{ns}.svc:{ETCD_CLIENT_PORT}"),
+        format!("--listen-peer-urls=http://0.0.0.0:{ETCD_PEER_PORT}"),
+        format!(
+            "--initial-advertise-peer-urls=http://$(POD_NAME).{name}.{ns}.svc:{ETCD_PEER_PORT}"
+        ),
+        format!("--initial-cluster={}", initial.join(",")),
+        "--initial-cluster-state=new".to_string(),
+        format!("--initial-cluster-token={name}"),
+    ];
     from_json(json!({
         "apiVersion": "apps/v1", "kind": "StatefulSet",
         "metadata": meta(c, name.clone(), "etcd"),
@@ -215,16 +224,21 @@ pub fn etcd_statefulset(c: &ShardhouseCluster) -> StatefulSet {
             "template": {
                 "metadata": {"labels": labels(c, "etcd")},
                 "spec": {
+                    "affinity": anti_affinity(c, "etcd", AntiAffinity::Preferred),
                     "containers": [{
                         "name": "etcd",
                         "image": e.image,
-                        "command": ["/bin/sh", "-c", script],
+                        "imagePullPolicy": c.spec.image.pull_policy,
+                        "command": ["etcd"],
+                        "args": args,
+                        "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
                         "ports": [
                             {"name": "client", "containerPort": ETCD_CLIENT_PORT},
                             {"name": "peer", "containerPort": ETCD_PEER_PORT},
                         ],
-                        "readinessProbe": {"httpGet": {"path": "/health", "port": ETCD_CLIENT_PORT}},
-                        "volumeMounts": [{"name": "data", "mountPath": "/var/lib/etcd"}],
+                        "readinessProbe": {"httpGet": {"path": "/health", "port": ETCD_CLIENT_PORT}, "periodSeconds": 5, "timeoutSeconds": 3},
+                        "livenessProbe": {"tcpSocket": {"port": ETCD_CLIENT_PORT}, "periodSeconds": 20, "timeoutSeconds": 5, "failureThreshold": 3},
+                        "volumeMounts": [{"name": "data", "mountPath": ETCD_DATA_DIR}],
                     }]
                 }
             },
@@ -237,6 +251,74 @@ pub fn etcd_statefulset(c: &ShardhouseCluster) -> StatefulSet {
             }],
         }
     }))
+}
+
+/// Pod anti-affinity by hostname between pods of one component.
+fn anti_affinity(c: &ShardhouseCluster, component: &str, rule: AntiAffinity) -> Value {
+    let term = json!({
+        "labelSelector": {"matchLabels": selector(c, component)},
+        "topologyKey": "kubernetes.io/hostname",
+    });
+    match rule {
+        AntiAffinity::None => json!({}),
+        AntiAffinity::Preferred => json!({"podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": term}],
+        }}),
+        AntiAffinity::Required => json!({"podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [term],
+        }}),
+    }
+}
+
+/// Requests and limits: the spec's override, or `cores` and `memory` as
+/// both (Guaranteed QoS for nodes) or as requests plus a memory limit.
+fn resources_of(over: Option<&Resources>, cores: u32, memory: &str, cpu_limit: bool) -> Resources {
+    if let Some(r) = over {
+        return r.clone();
+    }
+    let mut limits = BTreeMap::from([("memory".to_string(), memory.to_string())]);
+    if cpu_limit {
+        limits.insert("cpu".into(), cores.to_string());
+    }
+    Resources {
+        requests: BTreeMap::from([
+            ("cpu".to_string(), cores.to_string()),
+            ("memory".to_string(), memory.to_string()),
+        ]),
+        limits,
+    }
+}
+
+/// Bytes in a Kubernetes quantity (`4Gi`, `512Mi`, `1G`, `1e9`, `100`).
+pub fn quantity_bytes(q: &str) -> Option<u64> {
+    let q = q.trim();
+    let split = q
+        .find(|ch: char| ch.is_ascii_alphabetic() && ch != 'e' && ch != 'E')
+        .unwrap_or(q.len());
+    let (num, unit) = q.split_at(split);
+    let n: f64 = num.parse().ok()?;
+    let mult: f64 = match unit {
+        "" => 1.0,
+        "k" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "T" => 1e12,
+        "Ki" => 1024.0,
+        "Mi" => 1024.0 * 1024.0,
+        "Gi" => 1024.0 * 1024.0 * 1024.0,
+        "Ti" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+        _ => return None,
+    };
+    (n >= 0.0).then_some((n * mult) as u64)
+}
+
+/// Bytes of writes a node admits before it answers 429: an eighth of its
+/// memory limit, at most the node's own default (512 MiB), at least 32 MiB.
+pub fn node_inflight_bytes(memory_limit: Option<&str>) -> u64 {
+    const DEFAULT: u64 = 512 << 20;
+    memory_limit
+        .and_then(quantity_bytes)
+        .map_or(DEFAULT, |m| (m / 8).clamp(32 << 20, DEFAULT))
 }
 
 pub fn node_service(c: &ShardhouseCluster) -> Service {
@@ -279,6 +361,31 @@ pub fn node_statefulset(c: &ShardhouseCluster, replicas: i32) -> StatefulSet {
         "exec {NODE_BINARY} --node-id $(( ${{HOSTNAME##*-}} + 1 )) \
          --advertise-host ${{HOSTNAME}}.{name}.{ns}.svc"
     );
+    let res = resources_of(n.resources.as_ref(), n.cores, &n.memory, true);
+    // Size the process to the container: chDB's connection pool and the
+    // runtime threads follow the CPU limit when there is one (the downward
+    // API rounds it up to whole cores), the admission budget the memory limit.
+    let mut env = vec![json!({
+        "name": "SHARDHOUSE_NODE_MAX_INFLIGHT_BYTES",
+        "value": node_inflight_bytes(res.limits.get("memory").map(String::as_str)).to_string(),
+    })];
+    if res.limits.contains_key("cpu") {
+        for var in ["SHARDHOUSE_NODE_CORES", "SHARDHOUSE_NODE_POOL_SIZE"] {
+            env.push(json!({
+                "name": var,
+                "valueFrom": {"resourceFieldRef": {"containerName": "node", "resource": "limits.cpu", "divisor": "1"}},
+            }));
+        }
+    }
+    let mut spread = vec![];
+    if n.anti_affinity != AntiAffinity::None {
+        spread.push(json!({
+            "maxSkew": 1,
+            "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": selector(c, "node")},
+        }));
+    }
     from_json(json!({
         "apiVersion": "apps/v1", "kind": "StatefulSet",
         "metadata": meta(c, name.clone(), "node"),
@@ -301,23 +408,37 @@ pub fn node_statefulset(c: &ShardhouseCluster, replicas: i32) -> StatefulSet {
                 "spec": {
                     "terminationGracePeriodSeconds": 60,
                     // The image runs as uid 65532; the volume must be writable.
-                    "securityContext": {"runAsNonRoot": true, "runAsUser": 65532, "fsGroup": 65532},
+                    // OnRootMismatch: the kubelet chowns the volume once, not
+                    // every part file at every start.
+                    "securityContext": {
+                        "runAsNonRoot": true, "runAsUser": 65532, "runAsGroup": 65532,
+                        "fsGroup": 65532, "fsGroupChangePolicy": "OnRootMismatch",
+                    },
+                    // A shard's replicas live on different node pods; keep
+                    // those on different machines and zones.
+                    "affinity": anti_affinity(c, "node", n.anti_affinity),
+                    "topologySpreadConstraints": spread,
                     "containers": [{
                         "name": "node",
                         "image": c.spec.image.node(),
                         "imagePullPolicy": c.spec.image.pull_policy,
                         "command": ["/bin/sh", "-c", script],
                         "envFrom": [{"configMapRef": {"name": config_name(c)}}],
+                        "env": env,
                         "ports": [
                             {"name": "grpc", "containerPort": NODE_GRPC_PORT},
                             {"name": "http", "containerPort": NODE_HTTP_PORT},
                         ],
-                        "readinessProbe": {"httpGet": {"path": "/ready", "port": "http"}},
-                        "livenessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 20},
-                        "resources": {
-                            "requests": {"cpu": n.cores.to_string(), "memory": n.memory},
-                            "limits": {"memory": n.memory},
-                        },
+                        // /health answers once chDB and the WAL are open (the
+                        // engine's open and the log replay take a while on a
+                        // big volume): up to 10 minutes before liveness counts.
+                        "startupProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 5, "timeoutSeconds": 3, "failureThreshold": 120},
+                        "livenessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 20, "timeoutSeconds": 5, "failureThreshold": 3},
+                        // /ready: registered and every local replica caught up
+                        // with its leader; upgrades and rebalances wait on it.
+                        "readinessProbe": {"httpGet": {"path": "/ready", "port": "http"}, "periodSeconds": 5, "timeoutSeconds": 5, "failureThreshold": 3},
+                        "resources": res,
+                        "securityContext": {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}},
                         "volumeMounts": [{"name": "data", "mountPath": NODE_DATA_DIR}],
                     }]
                 }
@@ -325,23 +446,40 @@ pub fn node_statefulset(c: &ShardhouseCluster, replicas: i32) -> StatefulSet {
             // Labelled so the finalizer can find them: PVCs are created by the
             // StatefulSet controller and carry no owner reference to the cluster.
             "volumeClaimTemplates": [{"metadata": {"name": "data", "labels": labels(c, "node")}, "spec": pvc_spec}],
-            "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Delete", "whenScaled": "Retain"},
+            // Scale-in shrinks the StatefulSet only after the drain moved
+            // every replica away, so a removed pod's volume holds nothing
+            // the cluster needs (and would bring stale Raft state back on
+            // the next scale-out).
+            "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Delete", "whenScaled": "Delete"},
         }
     }))
 }
 
 pub fn router_service(c: &ShardhouseCluster) -> Service {
-    from_json(json!({
-        "apiVersion": "v1", "kind": "Service",
-        "metadata": meta(c, router_name(c), "router"),
-        "spec": {
-            "selector": selector(c, "router"),
-            "ports": [
-                {"name": "http", "port": ROUTER_HTTP_PORT, "targetPort": "http"},
-                {"name": "grpc", "port": ROUTER_GRPC_PORT, "targetPort": "grpc"},
-            ],
+    let svc = &c.spec.routers.service;
+    let mut http = json!({"name": "http", "port": ROUTER_HTTP_PORT, "targetPort": "http"});
+    let mut grpc = json!({"name": "grpc", "port": ROUTER_GRPC_PORT, "targetPort": "grpc"});
+    if svc.type_ != "ClusterIP" {
+        if let Some(p) = svc.http_node_port {
+            http["nodePort"] = json!(p);
         }
-    }))
+        if let Some(p) = svc.grpc_node_port {
+            grpc["nodePort"] = json!(p);
+        }
+    }
+    let mut m = meta(c, router_name(c), "router");
+    if !svc.annotations.is_empty() {
+        m["annotations"] = json!(svc.annotations);
+    }
+    let mut spec = json!({
+        "type": svc.type_,
+        "selector": selector(c, "router"),
+        "ports": [http, grpc],
+    });
+    if svc.type_ == "LoadBalancer" && !svc.load_balancer_source_ranges.is_empty() {
+        spec["loadBalancerSourceRanges"] = json!(svc.load_balancer_source_ranges);
+    }
+    from_json(json!({"apiVersion": "v1", "kind": "Service", "metadata": m, "spec": spec}))
 }
 
 pub fn router_deployment(c: &ShardhouseCluster) -> Deployment {
@@ -368,6 +506,8 @@ pub fn router_deployment(c: &ShardhouseCluster) -> Deployment {
                     },
                 },
                 "spec": {
+                    "securityContext": {"runAsNonRoot": true, "runAsUser": 65532, "runAsGroup": 65532},
+                    "affinity": anti_affinity(c, "router", AntiAffinity::Preferred),
                     "containers": [{
                         "name": "router",
                         "image": c.spec.image.router(),
@@ -379,12 +519,14 @@ pub fn router_deployment(c: &ShardhouseCluster) -> Deployment {
                             {"name": "http", "containerPort": ROUTER_HTTP_PORT},
                             {"name": "grpc", "containerPort": ROUTER_GRPC_PORT},
                         ],
-                        "readinessProbe": {"httpGet": {"path": "/ready", "port": "http"}},
-                        "livenessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 20},
-                        "resources": {
-                            "requests": {"cpu": r.cores.to_string(), "memory": r.memory},
-                            "limits": {"memory": r.memory},
-                        },
+                        "readinessProbe": {"httpGet": {"path": "/ready", "port": "http"}, "periodSeconds": 5, "timeoutSeconds": 3},
+                        "livenessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 20, "timeoutSeconds": 5},
+                        "resources": resources_of(r.resources.as_ref(), r.cores, &r.memory, false),
+                        // Keep serving while the endpoint removal reaches
+                        // every kube-proxy, so a rolling restart does not
+                        // cut writes that are still being routed here.
+                        "lifecycle": {"preStop": {"exec": {"command": ["/bin/sh", "-c", "sleep 5"]}}},
+                        "securityContext": {"allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true, "capabilities": {"drop": ["ALL"]}},
                     }]
                 }
             }
@@ -432,12 +574,17 @@ pub fn service_monitor_resource() -> kube::api::ApiResource {
 }
 
 pub fn service_monitor(c: &ShardhouseCluster) -> DynamicObject {
+    let mon = &c.spec.monitoring;
+    let mut m = meta(c, c.name_any(), "monitoring");
+    for (k, v) in &mon.service_monitor_labels {
+        m["labels"][k] = json!(v);
+    }
     from_json(json!({
         "apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor",
-        "metadata": meta(c, c.name_any(), "monitoring"),
+        "metadata": m,
         "spec": {
             "selector": {"matchLabels": {LABEL_NAME: "shardhouse", LABEL_INSTANCE: c.name_any()}},
-            "endpoints": [{"port": "http", "path": "/metrics", "interval": "15s"}],
+            "endpoints": [{"port": "http", "path": "/metrics", "interval": mon.interval}],
         }
     }))
 }
@@ -460,6 +607,8 @@ pub(crate) mod tests {
                         size: "50Gi".into(),
                         storage_class_name: Some("fast".into()),
                     },
+                    resources: None,
+                    anti_affinity: AntiAffinity::Preferred,
                 },
                 routers: RouterSpec::default(),
                 shard_count: 16,
@@ -467,6 +616,7 @@ pub(crate) mod tests {
                 etcd: EtcdSpec::default(),
                 auth_secret: Some("tokens".into()),
                 autoscaling: None,
+                monitoring: MonitoringSpec::default(),
             },
         );
         c.metadata.namespace = Some("prod".into());
@@ -567,15 +717,22 @@ pub(crate) mod tests {
             "http://ts-etcd.prod.svc:2379"
         );
         let etcd = d.etcd.unwrap();
-        let cmd = etcd.spec.unwrap().template.spec.unwrap().containers[0]
-            .command
-            .clone()
-            .unwrap()
-            .join(" ");
+        let ctr = &etcd.spec.unwrap().template.spec.unwrap().containers[0];
+        // No shell: etcd images are distroless.
+        assert_eq!(ctr.command.as_deref(), Some(&["etcd".to_string()][..]));
+        let args = ctr.args.clone().unwrap();
         assert!(
-            cmd.contains("--initial-cluster=ts-etcd-0=http://ts-etcd-0.ts-etcd.prod.svc:2380 "),
-            "{cmd}"
+            args.contains(
+                &"--initial-cluster=ts-etcd-0=http://ts-etcd-0.ts-etcd.prod.svc:2380".to_string()
+            ),
+            "{args:?}"
         );
+        assert!(args.contains(&"--name=$(POD_NAME)".to_string()));
+        assert!(
+            args.iter().all(|a| !a.contains("${")),
+            "shell syntax in {args:?}"
+        );
+        assert_eq!(ctr.env.as_ref().unwrap()[0].name, "POD_NAME");
 
         c.spec.etcd.endpoints = vec!["http://a:2379".into(), "http://b:2379".into()];
         let d = desired(&c, &decisions(3));
@@ -619,6 +776,159 @@ pub(crate) mod tests {
             .map(|p| p.port)
             .collect();
         assert_eq!(svc_ports, vec![8086, 8087]);
+    }
+
+    #[test]
+    fn node_pods_fit_a_real_cluster() {
+        let mut c = cluster("ts");
+        let sts = desired(&c, &decisions(3)).nodes;
+        let pod = sts.spec.as_ref().unwrap().template.spec.clone().unwrap();
+        let sc = pod.security_context.as_ref().unwrap();
+        assert_eq!(sc.fs_group, Some(65532));
+        assert_eq!(sc.fs_group_change_policy.as_deref(), Some("OnRootMismatch"));
+        let aa = pod
+            .affinity
+            .as_ref()
+            .unwrap()
+            .pod_anti_affinity
+            .as_ref()
+            .unwrap();
+        let pref = aa
+            .preferred_during_scheduling_ignored_during_execution
+            .as_ref()
+            .unwrap();
+        assert_eq!(
+            pref[0].pod_affinity_term.topology_key,
+            "kubernetes.io/hostname"
+        );
+        assert_eq!(pod.topology_spread_constraints.as_ref().unwrap().len(), 1);
+        let ctr = &pod.containers[0];
+        let startup = ctr.startup_probe.as_ref().unwrap();
+        assert_eq!(
+            startup.http_get.as_ref().unwrap().path.as_deref(),
+            Some("/health")
+        );
+        assert!(startup.period_seconds.unwrap() * startup.failure_threshold.unwrap() >= 300);
+        let ready = ctr.readiness_probe.as_ref().unwrap();
+        assert_eq!(
+            ready.http_get.as_ref().unwrap().path.as_deref(),
+            Some("/ready")
+        );
+        assert!(
+            ready.timeout_seconds.unwrap() >= 3,
+            "/ready asks the leaders"
+        );
+        // Guaranteed QoS by default; the pool follows the CPU limit.
+        let r = ctr.resources.as_ref().unwrap();
+        assert_eq!(r.limits.as_ref().unwrap()["cpu"].0, "4");
+        assert_eq!(r.limits.as_ref().unwrap()["memory"].0, "8Gi");
+        let env = ctr.env.as_ref().unwrap();
+        let pool = env
+            .iter()
+            .find(|e| e.name == "SHARDHOUSE_NODE_POOL_SIZE")
+            .unwrap();
+        let rf = pool
+            .value_from
+            .as_ref()
+            .unwrap()
+            .resource_field_ref
+            .as_ref()
+            .unwrap();
+        assert_eq!(rf.resource, "limits.cpu");
+        let inflight = env
+            .iter()
+            .find(|e| e.name == "SHARDHOUSE_NODE_MAX_INFLIGHT_BYTES")
+            .unwrap();
+        assert_eq!(
+            inflight.value.as_deref(),
+            Some("536870912"),
+            "8Gi / 8 capped at 512 MiB"
+        );
+        // Scale-in deletes the drained pods' volumes.
+        let policy = sts
+            .spec
+            .as_ref()
+            .unwrap()
+            .persistent_volume_claim_retention_policy
+            .clone()
+            .unwrap();
+        assert_eq!(policy.when_scaled.as_deref(), Some("Delete"));
+
+        // An override without a CPU limit: the pool stays at `cores`.
+        c.spec.nodes.resources = Some(Resources {
+            requests: BTreeMap::from([
+                ("cpu".into(), "250m".into()),
+                ("memory".into(), "1Gi".into()),
+            ]),
+            limits: BTreeMap::from([("memory".into(), "1Gi".into())]),
+        });
+        c.spec.nodes.anti_affinity = AntiAffinity::Required;
+        let pod = desired(&c, &decisions(3))
+            .nodes
+            .spec
+            .unwrap()
+            .template
+            .spec
+            .unwrap();
+        let ctr = &pod.containers[0];
+        assert_eq!(
+            ctr.resources.as_ref().unwrap().requests.as_ref().unwrap()["cpu"].0,
+            "250m"
+        );
+        let env = ctr.env.as_ref().unwrap();
+        assert!(env.iter().all(|e| e.name != "SHARDHOUSE_NODE_POOL_SIZE"));
+        assert_eq!(env[0].value.as_deref(), Some("134217728"), "1Gi / 8");
+        let aa = pod.affinity.unwrap().pod_anti_affinity.unwrap();
+        assert!(aa
+            .required_during_scheduling_ignored_during_execution
+            .is_some());
+    }
+
+    #[test]
+    fn quantities_parse() {
+        assert_eq!(quantity_bytes("4Gi"), Some(4 << 30));
+        assert_eq!(quantity_bytes("512Mi"), Some(512 << 20));
+        assert_eq!(quantity_bytes("1G"), Some(1_000_000_000));
+        assert_eq!(quantity_bytes("1e3"), Some(1000));
+        assert_eq!(quantity_bytes("100"), Some(100));
+        assert_eq!(quantity_bytes("lots"), None);
+        assert_eq!(node_inflight_bytes(Some("128Mi")), 32 << 20, "floor");
+        assert_eq!(node_inflight_bytes(None), 512 << 20);
+    }
+
+    #[test]
+    fn router_service_type_and_monitor_labels_are_configurable() {
+        let mut c = cluster("ts");
+        assert_eq!(
+            desired(&c, &decisions(3))
+                .router_service
+                .spec
+                .unwrap()
+                .type_
+                .as_deref(),
+            Some("ClusterIP")
+        );
+        c.spec.routers.service = RouterServiceSpec {
+            type_: "NodePort".into(),
+            http_node_port: Some(30086),
+            annotations: BTreeMap::from([("a".into(), "b".into())]),
+            ..Default::default()
+        };
+        c.spec.monitoring.service_monitor_labels =
+            BTreeMap::from([("release".into(), "kube-prometheus-stack".into())]);
+        let d = desired(&c, &decisions(3));
+        let svc = d.router_service;
+        assert_eq!(svc.metadata.annotations.unwrap()["a"], "b");
+        let spec = svc.spec.unwrap();
+        assert_eq!(spec.type_.as_deref(), Some("NodePort"));
+        assert_eq!(spec.ports.unwrap()[0].node_port, Some(30086));
+        let sm = d.service_monitor.unwrap();
+        assert_eq!(
+            sm.metadata.labels.unwrap()["release"],
+            "kube-prometheus-stack"
+        );
+        c.spec.monitoring.service_monitor = false;
+        assert!(desired(&c, &decisions(3)).service_monitor.is_none());
     }
 
     #[test]
