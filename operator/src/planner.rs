@@ -11,7 +11,7 @@
 //! transfers, which move no data.
 
 use serde::{Deserialize, Serialize};
-use shardhouse_common::shard_map::{ShardMap, ShardPlacement};
+use shardhouse_common::shard_map::{NodeInfo, ShardMap, ShardPlacement};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// One step of a rebalance. The executor runs them in order; each one is
@@ -289,6 +289,52 @@ pub fn apply_move(map: &mut ShardMap, mv: &Move) {
     map.epoch += 1;
 }
 
+/// The moves that finish relocations a previous run left half way (shards
+/// with learners, which `plan` refuses to plan over): a learner on a target
+/// node is promoted (the executor waits until it caught up), one on a node
+/// being drained is removed. A surplus voter the promotion leaves is
+/// trimmed by the next `plan`.
+pub fn resume(map: &ShardMap, nodes: &[u64]) -> Vec<Move> {
+    let mut moves = Vec::new();
+    for p in &map.shards {
+        for &node in &p.learners {
+            if nodes.contains(&node) {
+                moves.push(Move::PromoteLearner {
+                    shard: p.shard,
+                    node,
+                });
+            } else {
+                moves.push(Move::RemoveReplica {
+                    shard: p.shard,
+                    node,
+                });
+            }
+        }
+    }
+    moves
+}
+
+/// Puts the address of every node the map places a replica or learner on
+/// into the map's node table (routers send writes only to addresses found
+/// there): a node added by a scale-out is registered in etcd but was not in
+/// the map the cluster was created with. Known entries are refreshed from
+/// `nodes` (live registrations) when they differ; nodes the map no longer
+/// places anything on keep their entry.
+pub fn record_node_addresses(map: &mut ShardMap, nodes: &BTreeMap<u64, NodeInfo>) {
+    let placed: BTreeSet<u64> = map
+        .shards
+        .iter()
+        .flat_map(|p| p.replicas.iter().chain(&p.learners).copied())
+        .collect();
+    for id in placed {
+        if let Some(info) = nodes.get(&id) {
+            if map.nodes.get(&id) != Some(info) {
+                map.nodes.insert(id, info.clone());
+            }
+        }
+    }
+}
+
 /// Replica and leader counts per node in a map.
 pub fn counts(map: &ShardMap) -> BTreeMap<u64, (u32, u32)> {
     let mut c: BTreeMap<u64, (u32, u32)> = map.nodes.keys().map(|&n| (n, (0, 0))).collect();
@@ -315,7 +361,6 @@ pub fn replicas_on(map: &ShardMap, node: u64) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shardhouse_common::shard_map::NodeInfo;
 
     fn info(id: u64) -> NodeInfo {
         NodeInfo {
@@ -353,7 +398,7 @@ mod tests {
                 Move::RemoveReplica { node, .. } => {
                     assert_ne!(p.leader_hint, *node, "{mv:?}: removing the leader");
                     assert!(
-                        p.replicas.len() > rf,
+                        p.learners.contains(node) || p.replicas.len() > rf,
                         "{mv:?}: removing would leave {} voters < rf {rf}",
                         p.replicas.len() - 1
                     );
@@ -530,5 +575,57 @@ mod tests {
         assert!(!moves
             .iter()
             .any(|m| matches!(m, Move::RemoveReplica { shard: 1, .. })));
+    }
+
+    #[test]
+    fn moves_onto_new_nodes_record_their_addresses() {
+        let mut m = map(4, 3, &[1, 2, 3]);
+        let live: BTreeMap<u64, NodeInfo> = (1..=5).map(|id| (id, info(id))).collect();
+        let moves = plan(&m, &[1, 2, 3, 4, 5]).unwrap();
+        assert!(!moves.is_empty());
+        for mv in &moves {
+            apply_move(&mut m, mv);
+            record_node_addresses(&mut m, &live);
+            for p in &m.shards {
+                for n in p.replicas.iter().chain(&p.learners) {
+                    assert!(
+                        m.addr_of(*n).is_some(),
+                        "node {n} placed without an address"
+                    );
+                }
+            }
+        }
+        assert_eq!(m.addr_of(4), Some("10.0.0.4:7000"));
+        // A node missing from the live set keeps what the map knew.
+        let mut m2 = m.clone();
+        record_node_addresses(&mut m2, &BTreeMap::new());
+        assert_eq!(m2.nodes, m.nodes);
+    }
+
+    #[test]
+    fn interrupted_relocations_are_finished_then_planned() {
+        let mut m = map(4, 3, &[1, 2, 3]);
+        m.shards[1].learners = vec![4];
+        m.shards[2].learners = vec![5];
+        assert!(matches!(
+            plan(&m, &[1, 2, 3, 4]),
+            Err(PlanError::MoveInFlight { .. })
+        ));
+        let fix = resume(&m, &[1, 2, 3, 4]);
+        assert_eq!(
+            fix,
+            vec![
+                Move::PromoteLearner { shard: 1, node: 4 },
+                Move::RemoveReplica { shard: 2, node: 5 },
+            ]
+        );
+        let after = simulate(m, &fix);
+        let moves = plan(&after, &[1, 2, 3, 4]).unwrap();
+        let done = simulate(after, &moves);
+        assert!(done
+            .shards
+            .iter()
+            .all(|p| p.replicas.len() == 3 && p.learners.is_empty()));
+        assert_balanced(&done, &[1, 2, 3, 4]);
     }
 }

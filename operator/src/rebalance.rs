@@ -347,6 +347,7 @@ impl Executor {
             }
         }
         planner::apply_move(&mut map, mv);
+        planner::record_node_addresses(&mut map, &nodes);
         self.meta.put_shard_map(&map, rev).await?;
         crate::metrics::REBALANCE_MOVES.inc();
         tracing::info!(?mv, epoch = map.epoch, "shard move applied");

@@ -110,7 +110,9 @@ j.update(phase=sys.argv[2], lost=int(sys.argv[3]), note=sys.argv[5])
 open(sys.argv[4], "a").write(json.dumps(j) + "\n")
 PY
   local failed
-  failed=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["failed"])' "$W/$name.json")
+  # Failed: never acknowledged (after retries), plus requests the open
+  # model could not even send (the client's in-flight cap was full).
+  failed=$(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(j["failed"] + j["dropped"])' "$W/$name.json")
   failed_total=$((failed_total + failed))
   lost_total=$((lost_total + lost))
   ((failed == 0)) || log "WARNING: $name: $failed writes failed (not acknowledged): $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["errors"])' "$W/$name.json")"
