@@ -58,12 +58,12 @@ cat <<EOF
 Shardhouse is running: $NODES node(s), RF=$RF, $SHARDS shards.
   write (InfluxDB line protocol): http://$SH_ROUTER_HTTP/write?db=shardhouse   (also /api/v2/write, /api/v1/write/msgpack, /api/v1/prom/write)
   gRPC ingest:                    $SH_ROUTER_GRPC
-  read back (SQL):                http://$SH_ROUTER_HTTP/api/v1/sql?q=...
+  read back (SQL):                http://$SH_ROUTER_HTTP/api/v1/sql?db=shardhouse&q=...
   metrics: router http://$SH_ROUTER_HTTP/metrics, nodes http://127.0.0.1:$(sh_node_http_port 1)/metrics ...
   logs: $SH_DATA/logs/   pids: $SH_DATA/pids/
 
 Try it:
-  curl -i -XPOST 'http://$SH_ROUTER_HTTP/write?db=shardhouse' --data-binary 'cpu,host=a usage=0.5' && curl -s 'http://$SH_ROUTER_HTTP/api/v1/sql' --data-urlencode 'q=SELECT * FROM cpu FINAL' -G
+  curl -i -XPOST 'http://$SH_ROUTER_HTTP/write?db=shardhouse' --data-binary 'cpu,host=a usage=0.5' && curl -s 'http://$SH_ROUTER_HTTP/api/v1/sql?db=shardhouse' --data-urlencode 'q=SELECT * FROM cpu FINAL' -G
 
 Press Ctrl-C to stop every process.
 EOF

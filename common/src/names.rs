@@ -16,6 +16,11 @@
 
 use std::fmt;
 
+/// The table every Prometheus sample of a database is stored in (the
+/// metric name is its series' measurement). Names starting with `_` are
+/// the engine's; users cannot write measurements of that name.
+pub const SAMPLES_TABLE: &str = "_samples";
+
 /// Longest measurement, counted as [`escaped_file_name_len`].
 pub const MAX_MEASUREMENT_ESCAPED_BYTES: usize = 160;
 /// Longest field key or tag key, in bytes.
@@ -282,6 +287,14 @@ pub fn validate_database(name: impl AsRef<[u8]>) -> Result<(), NameError> {
         return bad(NameRule::Forbidden("a control character"));
     }
     Ok(())
+}
+
+/// A 64-bit key of a database name (XXH3-64, seed 0): nodes name a
+/// shard's storage of a database after it (`shard_0007_<16 hex digits>`),
+/// so names of any bytes fit the engine's file name limits. Frozen, like
+/// `series_id`: stored data is found by it.
+pub fn database_key(name: &str) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(name.as_bytes())
 }
 
 #[cfg(test)]

@@ -69,9 +69,73 @@ pub fn series_id(measurement: &str, tags: &[(&str, &str)]) -> u64 {
     series_id_of_key(&canonical_key(measurement, tags))
 }
 
+/// One tag, key and value, unescaped.
+pub type TagPair = (Vec<u8>, Vec<u8>);
+
+/// Splits a canonical series key back into its measurement and tags
+/// (unescaped, in key order): the inverse of [`canonical_key_into`]. Nodes
+/// use it to index a series' tags. `None` for a key that is not canonical
+/// (a tag without `=`).
+pub fn parse_canonical_key(key: &[u8]) -> Option<(Vec<u8>, Vec<TagPair>)> {
+    // Reads up to the first unescaped byte of `stops`; `escapes` are the
+    // bytes a backslash escapes in this part (any other backslash is itself).
+    fn part(key: &[u8], mut i: usize, stops: &[u8], escapes: &[u8]) -> (Vec<u8>, usize) {
+        let mut out = Vec::new();
+        while i < key.len() {
+            let b = key[i];
+            if b == b'\\' && i + 1 < key.len() && escapes.contains(&key[i + 1]) {
+                out.push(key[i + 1]);
+                i += 2;
+                continue;
+            }
+            if stops.contains(&b) {
+                break;
+            }
+            out.push(b);
+            i += 1;
+        }
+        (out, i)
+    }
+    let (measurement, mut i) = part(key, 0, b",", b", ");
+    let mut tags = Vec::new();
+    while i < key.len() {
+        // key[i] is the `,` before a tag.
+        let (k, j) = part(key, i + 1, b"=", b",= ");
+        if key.get(j) != Some(&b'=') {
+            return None;
+        }
+        let (v, j) = part(key, j + 1, b",", b",= ");
+        tags.push((k, v));
+        i = j;
+    }
+    Some((measurement, tags))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn canonical_keys_parse_back() {
+        let cases: &[(&str, &[(&str, &str)])] = &[
+            ("cpu", &[]),
+            ("cpu", &[("host", "a"), ("region", "eu")]),
+            ("disk free", &[("path", "/var,log"), ("k=v", "x y")]),
+            ("m,x", &[("a\\b", "c\\")]),
+        ];
+        for (m, tags) in cases {
+            let key = canonical_key(m, tags);
+            let (pm, pt) = parse_canonical_key(&key).unwrap();
+            assert_eq!(pm, m.as_bytes());
+            let mut want: Vec<(Vec<u8>, Vec<u8>)> = tags
+                .iter()
+                .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
+                .collect();
+            want.sort();
+            assert_eq!(pt, want, "{}", String::from_utf8_lossy(&key));
+        }
+        assert_eq!(parse_canonical_key(b"cpu,novalue"), None);
+    }
 
     /// Frozen vectors, cross-checked against Python's `xxhash.xxh3_64` of the
     /// canonical key. If one of these fails, the change broke every stored

@@ -306,13 +306,18 @@ pub fn compare(ranges: &[(u64, u64)], stored: &[f64]) -> Verdict {
 
 /// Reads the stored points back and compares, retrying until `wait` passes
 /// because nodes may still be applying or flushing committed entries.
-pub async fn verify(target: &Target, ack_log: &Path, wait: Duration) -> Result<Verdict> {
+pub async fn verify(
+    target: &Target,
+    database: &str,
+    ack_log: &Path,
+    wait: Duration,
+) -> Result<Verdict> {
     let (m, ranges) = read_ack_log(ack_log)?;
     let q = format!("SELECT v FROM {m} FINAL");
     let deadline = Instant::now() + wait;
     loop {
         let attempt = async {
-            let rows = sql::query_rows(target, &q).await?;
+            let rows = sql::query_rows(target, database, &q).await?;
             let vals: Vec<f64> = rows
                 .iter()
                 .filter_map(|r| r.get("v").and_then(sql::as_f64))
@@ -402,7 +407,7 @@ mod tests {
         let s = ack_load(&target, &opts, Arc::new(AtomicBool::new(false)))
             .await
             .unwrap();
-        let v = verify(&target, &log, Duration::from_millis(0))
+        let v = verify(&target, "x", &log, Duration::from_millis(0))
             .await
             .unwrap();
         (s, v)
@@ -454,7 +459,7 @@ mod tests {
         assert_eq!(s.failed(), 0, "{s:?}");
         assert_eq!(s.latencies_us.len() as u64, s.acked_requests);
         assert!(s.percentile_ms(95.0).is_some());
-        let v = verify(&target, &log, Duration::from_millis(0))
+        let v = verify(&target, "x", &log, Duration::from_millis(0))
             .await
             .unwrap();
         assert!(v.ok(), "{v:?}");

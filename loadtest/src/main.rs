@@ -719,7 +719,13 @@ async fn ack_load(a: AckLoadArgs) -> Result<()> {
 
 async fn verify(a: VerifyArgs) -> Result<()> {
     let target = a.target.connect(4, false).await?;
-    let v = ack::verify(&target, &a.ack_log, Duration::from_secs_f64(a.wait_secs)).await?;
+    let v = ack::verify(
+        &target,
+        &a.target.db,
+        &a.ack_log,
+        Duration::from_secs_f64(a.wait_secs),
+    )
+    .await?;
     out(&ack::verdict_line(&v));
     out(&format!("acked_points_lost={}", v.lost));
     if !v.ok() {

@@ -17,10 +17,19 @@ pub fn url_encode(s: &str) -> String {
     out
 }
 
-/// Runs `sql` and returns its rows as JSON objects (column name -> value).
-pub async fn query_rows(target: &Target, sql: &str) -> Result<Vec<Map<String, Value>>> {
+/// Runs `sql` against `database` and returns its rows as JSON objects
+/// (column name -> value).
+pub async fn query_rows(
+    target: &Target,
+    database: &str,
+    sql: &str,
+) -> Result<Vec<Map<String, Value>>> {
     let (status, body) = target
-        .get(&format!("/api/v1/sql?q={}", url_encode(sql)))
+        .get(&format!(
+            "/api/v1/sql?db={}&q={}",
+            url_encode(database),
+            url_encode(sql)
+        ))
         .await?;
     if !(200..300).contains(&status) {
         return Err(Error::Query {

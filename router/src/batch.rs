@@ -21,7 +21,7 @@ use shardhouse_common::lineproto::{
     self, same_bytes, FieldParser, FieldType, FieldValue, LineProtocolError, Precision,
     SeriesParser,
 };
-use shardhouse_common::names::{self, NameError};
+use shardhouse_common::names::{self, NameError, SAMPLES_TABLE};
 use shardhouse_common::series::series_id_of_key;
 use shardhouse_common::shard::jump_hash;
 use std::collections::HashMap;
@@ -72,6 +72,8 @@ enum Admission {
 struct SeriesSlot {
     series_id: u64,
     table: u32,
+    /// The series' measurement (its table's, except for Prometheus samples).
+    measurement: u32,
     /// Raw series bytes (as written) in `raw_arena`; the memo's identity.
     raw: (u32, u32),
     /// Canonical series key in `key_arena`.
@@ -272,6 +274,9 @@ enum FieldTarget {
 #[derive(Debug, Clone)]
 pub struct ShardBatch {
     pub shard: u32,
+    /// The database the router was asked to write to (set by the caller).
+    pub database: String,
+    /// The table: a measurement, or `_samples` (Prometheus).
     pub measurement: String,
     pub rows: usize,
     pub points_ipc: Bytes,
@@ -326,6 +331,9 @@ struct BatchState<'a> {
     tables: Vec<TableBuilder>,
     /// Tables by [`table_key`] of (shard, measurement).
     table_ids: IdentityMap<u32>,
+    /// Prometheus samples: every series' points go to the `_samples` table
+    /// (this measurement id), the metric name stays the series' measurement.
+    samples_table: Option<u32>,
     points: usize,
     rejected: usize,
     first_rejection: Option<Rejection>,
@@ -371,6 +379,7 @@ impl<'a> RequestBatch<'a> {
                 key_arena: Vec::new(),
                 tables: Vec::new(),
                 table_ids: IdentityMap::default(),
+                samples_table: None,
                 points: 0,
                 rejected: 0,
                 first_rejection: None,
@@ -387,6 +396,20 @@ impl<'a> RequestBatch<'a> {
             key_scratch: Vec::new(),
             keep_non_finite: false,
         }
+    }
+
+    /// Puts every point in the `_samples` table (Prometheus remote_write):
+    /// one table per database for every metric, instead of a table per
+    /// metric name in every shard (docs/storage.md). Call before adding points.
+    pub fn samples_table(&mut self) {
+        let st = &mut self.state;
+        let m = st.measurements.len() as u32;
+        st.measurements.push(MeasurementSchema {
+            name: SAMPLES_TABLE.to_string(),
+            raw: SAMPLES_TABLE.as_bytes().into(),
+            fields: Vec::new(),
+        });
+        st.samples_table = Some(m);
     }
 
     /// Lets structured points carry NaN and infinite floats (Prometheus
@@ -651,14 +674,25 @@ impl<'a> RequestBatch<'a> {
                 key_offsets.push(keys.len() as i32);
             }
             let m = &st.measurements[t.measurement as usize].name;
+            let measurements: ArrayRef = if st.samples_table.is_some() {
+                Arc::new(StringArray::from_iter_values(listed.iter().map(
+                    |&(_, s)| {
+                        st.measurements[st.slots[s as usize].measurement as usize]
+                            .name
+                            .as_str()
+                    },
+                )))
+            } else {
+                Arc::new(StringArray::from_iter_values(std::iter::repeat_n(
+                    m.as_str(),
+                    listed.len(),
+                )))
+            };
             let series = RecordBatch::try_new(
                 series_schema(),
                 vec![
                     Arc::new(UInt64Array::from(ids)),
-                    Arc::new(StringArray::from_iter_values(std::iter::repeat_n(
-                        m.as_str(),
-                        listed.len(),
-                    ))),
+                    measurements,
                     Arc::new(StringArray::new(
                         OffsetBuffer::new(ScalarBuffer::from(key_offsets)),
                         Buffer::from_vec(keys),
@@ -669,6 +703,7 @@ impl<'a> RequestBatch<'a> {
             .map_err(|e| Error::Internal(format!("building series batch: {e}")))?;
             out.push(ShardBatch {
                 shard: t.shard,
+                database: String::new(),
                 measurement: m.clone(),
                 rows,
                 points_ipc,
@@ -836,6 +871,8 @@ impl BatchState<'_> {
             }
         };
         self.last_measurement = Some(m);
+        let series_measurement = m;
+        let m = self.samples_table.unwrap_or(m);
         let table = match self.table_ids.get(&table_key(shard, m)) {
             Some(&t) => t,
             None => {
@@ -860,6 +897,7 @@ impl BatchState<'_> {
         self.slots.push(SeriesSlot {
             series_id,
             table,
+            measurement: series_measurement,
             raw: (r0 as u32, self.raw_arena.len() as u32),
             key: (key.0 as u32, key.1 as u32),
             next,

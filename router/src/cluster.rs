@@ -543,7 +543,12 @@ impl Cluster {
 
     /// Runs `sql` on one replica of every shard (leader preferred) and
     /// returns each shard's Arrow IPC result.
-    pub async fn query_all(&self, sql: &str, deadline: Instant) -> Result<Vec<(u32, Vec<u8>)>> {
+    pub async fn query_all(
+        &self,
+        database: &str,
+        sql: &str,
+        deadline: Instant,
+    ) -> Result<Vec<(u32, Vec<u8>)>> {
         let map = self.shard_map()?;
         let futs = (0..map.shard_count).map(|shard| {
             let map = map.clone();
@@ -559,6 +564,7 @@ impl Cluster {
                     let mut req = tonic::Request::new(QueryRequest {
                         shard,
                         sql: sql.to_owned(),
+                        database: database.to_owned(),
                     });
                     req.set_timeout(deadline - now);
                     match self.node_client(&target.1)?.query(req).await {
@@ -651,36 +657,27 @@ fn install(cluster: &Cluster, value: &[u8]) {
     }
 }
 
-/// Builds the Node.Write for a shard: one table in the classic fields,
-/// several in `tables`.
+/// The write of `batches` to `shard`: every table in `tables`, each with
+/// its database.
 fn write_request(
     shard: u32,
     batches: &[&ShardBatch],
     request_id: &str,
     shard_map_epoch: u64,
 ) -> WriteRequest {
-    let mut req = WriteRequest {
+    WriteRequest {
         shard,
         request_id: request_id.to_owned(),
         shard_map_epoch,
+        tables: batches
+            .iter()
+            .map(|b| TableBatch {
+                measurement: b.measurement.clone(),
+                points_ipc: b.points_ipc.clone(),
+                series_ipc: b.series_ipc.clone(),
+                database: b.database.clone(),
+            })
+            .collect(),
         ..WriteRequest::default()
-    };
-    match batches {
-        [one] => {
-            req.measurement = one.measurement.clone();
-            req.points_ipc = one.points_ipc.clone();
-            req.series_ipc = one.series_ipc.clone();
-        }
-        many => {
-            req.tables = many
-                .iter()
-                .map(|b| TableBatch {
-                    measurement: b.measurement.clone(),
-                    points_ipc: b.points_ipc.clone(),
-                    series_ipc: b.series_ipc.clone(),
-                })
-                .collect();
-        }
     }
-    req
 }

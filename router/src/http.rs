@@ -570,6 +570,8 @@ async fn write_prom(
         .write(endpoint, &db, size, Precision::Millisecond, |b| {
             // NaN is how Prometheus marks a stale series: kept here only.
             b.keep_non_finite_floats();
+            // Every metric in one table per database (docs/storage.md).
+            b.samples_table();
             let mut tags = Vec::new();
             let mut i = 0usize;
             for ts in &req.timeseries {
@@ -647,7 +649,14 @@ async fn sql(
             }
         };
         let csv = params.get("format").is_some_and(|f| f == "csv");
-        query::run(&r, &q, csv).await
+        let db = params.get("db").ok_or_else(|| {
+            Error::BadRequest(
+                "name the database to read with `db=` (tables are that database's measurements, `_series` and `_samples`)".into(),
+            )
+        })?;
+        shardhouse_common::names::validate_database(db)
+            .map_err(|e| Error::BadRequest(e.to_string()))?;
+        query::run(&r, db, &q, csv).await
     }
     .await;
     match res {

@@ -129,7 +129,7 @@ impl Router {
             let _b = metrics::Timer::new(&metrics::BATCH_BUILD_SECONDS);
             batch.finish()
         };
-        let (batches, summary) = if budget_bytes > BLOCKING_PARSE_BYTES
+        let (mut batches, summary) = if budget_bytes > BLOCKING_PARSE_BYTES
             && tokio::runtime::Handle::current().runtime_flavor()
                 == tokio::runtime::RuntimeFlavor::MultiThread
         {
@@ -137,6 +137,9 @@ impl Router {
         } else {
             parse()?
         };
+        for b in &mut batches {
+            b.database = db.to_string();
+        }
         if summary.rejected_for_cardinality > 0 {
             metrics::REJECTED
                 .with_label_values(&["cardinality"])

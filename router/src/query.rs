@@ -52,15 +52,20 @@ fn with_shard_column(batch: &RecordBatch, shard: u32) -> Result<RecordBatch> {
 
 /// Runs `q` and encodes the merged rows: JSON array of row objects, or CSV
 /// with a header line. Returns `(content type, body)`.
-pub async fn run(router: &Router, q: &str, csv: bool) -> Result<(&'static str, Vec<u8>)> {
+pub async fn run(
+    router: &Router,
+    database: &str,
+    q: &str,
+    csv: bool,
+) -> Result<(&'static str, Vec<u8>)> {
     let sql = validate_select(q)?;
     let deadline = Instant::now() + Duration::from_millis(router.options.request_timeout_ms);
-    let results = router.cluster.query_all(&sql, deadline).await?;
+    let results = router.cluster.query_all(database, &sql, deadline).await?;
     // A node answers every query of an existing table with at least a schema;
     // empty bytes from every shard mean no shard has the table at all.
     if !results.is_empty() && results.iter().all(|(_, ipc)| ipc.is_empty()) {
         return Err(Error::BadRequest(
-            "no shard has the table(s) this query reads: nothing has been written to that measurement yet (table names are measurement names, e.g. `SELECT * FROM cpu FINAL`)".to_owned(),
+            format!("no shard has the table(s) this query reads in database {database:?}: nothing has been written there yet (table names are measurement names, e.g. `SELECT * FROM cpu FINAL`)"),
         ));
     }
     let mut batches = Vec::new();

@@ -123,6 +123,7 @@ impl FakeNode {
                             measurement: t.measurement.clone(),
                             points_ipc: t.points_ipc.clone(),
                             series_ipc: t.series_ipc.clone(),
+                            database: t.database.clone(),
                             tables: Vec::new(),
                             ..req.clone()
                         });
@@ -347,7 +348,7 @@ async fn partial_write_names_the_bad_line_and_writes_the_good_points() {
     let resp = h
         .client
         .get(h.url("/api/v1/sql"))
-        .query(&[("q", "SELECT * FROM cpu")])
+        .query(&[("q", "SELECT * FROM cpu"), ("db", "d")])
         .send()
         .await
         .unwrap();
@@ -363,7 +364,7 @@ async fn partial_write_names_the_bad_line_and_writes_the_good_points() {
     let resp = h
         .client
         .get(h.url("/api/v1/sql"))
-        .query(&[("q", "SELECT * FROM cpu"), ("format", "csv")])
+        .query(&[("q", "SELECT * FROM cpu"), ("format", "csv"), ("db", "d")])
         .send()
         .await
         .unwrap();
@@ -373,7 +374,7 @@ async fn partial_write_names_the_bad_line_and_writes_the_good_points() {
     // Non-SELECT statements are refused.
     let resp = h
         .client
-        .post(h.url("/api/v1/sql?q=DROP%20TABLE%20cpu"))
+        .post(h.url("/api/v1/sql?db=d&q=DROP%20TABLE%20cpu"))
         .send()
         .await
         .unwrap();
@@ -810,10 +811,20 @@ async fn msgpack_prometheus_and_grpc_writes_reach_the_nodes() {
     let resp = h.post("/api/v1/prom/write", body).await;
     assert_eq!(resp.status(), 204);
     let w = h.nodes[0].writes().await;
+    // Every metric lands in the database's one `_samples` table; the
+    // metric name is the series' measurement.
     let up = w
         .iter()
-        .find(|w| w.measurement == "up")
-        .expect("batch for metric up");
+        .find(|w| w.measurement == "_samples")
+        .expect("a _samples batch for metric up");
+    assert_eq!(up.database, "prometheus");
+    let series = &decode(&up.series_ipc)[0];
+    let metric = series
+        .column(1)
+        .as_any()
+        .downcast_ref::<arrow_array::StringArray>()
+        .unwrap();
+    assert_eq!(metric.value(0), "up");
     let b = &decode(&up.points_ipc)[0];
     assert_eq!(b.num_rows(), 2);
     assert_eq!(b.schema().field(2).name(), "value");
@@ -1121,7 +1132,30 @@ async fn unstorable_names_are_400_naming_the_limit_and_the_valid_lines_are_writt
         msg.contains("sample 0") && msg.contains("the limit is 160"),
         "{msg}"
     );
-    assert!(measurements_written(&h).await.contains(&"up".to_owned()));
+    assert!(series_measurements_written(&h)
+        .await
+        .contains(&"up".to_owned()));
+}
+
+/// Measurements of the series the nodes received (for `_samples`, the
+/// metric names).
+async fn series_measurements_written(h: &Harness) -> Vec<String> {
+    let mut out = Vec::new();
+    for n in &h.nodes {
+        for w in n.writes().await {
+            for b in decode(&w.series_ipc) {
+                let m = b
+                    .column(1)
+                    .as_any()
+                    .downcast_ref::<arrow_array::StringArray>()
+                    .unwrap();
+                out.extend(m.iter().flatten().map(str::to_owned));
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1153,7 +1187,7 @@ async fn unknown_content_encodings_are_415_on_every_write_endpoint() {
         ("/api/v1/prom/write", "br"),
         ("/api/v1/prom/write", "gzip"),
         ("/write?db=d", "deflate"),
-        ("/api/v1/sql", "br"),
+        ("/api/v1/sql?db=d", "br"),
     ] {
         let resp = h
             .client
@@ -1306,7 +1340,7 @@ async fn sql_reads_zone_labelled_times_and_checks_statements_on_tokens() {
     let body = "cpu,host=a v=1 1700000000000000000\na;b,host=a v=2 1700000000500000000\n";
     assert_eq!(h.post("/write?db=d", body).await.status(), 204);
     let sql = |q: &'static str, csv: bool| {
-        let mut params = vec![("q", q)];
+        let mut params = vec![("q", q), ("db", "d")];
         if csv {
             params.push(("format", "csv"));
         }

@@ -227,7 +227,10 @@ async fn partial_write_through_real_node_is_readable_via_sql() -> Result<()> {
             async move {
                 let r = http
                     .get(format!("{base}/api/v1/sql"))
-                    .query(&[("q", "SELECT series_id, usage FROM cpu FINAL")])
+                    .query(&[
+                        ("q", "SELECT series_id, usage FROM cpu FINAL"),
+                        ("db", "itest"),
+                    ])
                     .send()
                     .await?;
                 if r.status() != 200 {

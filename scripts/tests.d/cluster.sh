@@ -74,7 +74,7 @@ stop_cluster() {
 # The router fans a query out to one replica per shard and returns each
 # shard's rows (with a `shard` column), so per-shard counts are summed here.
 count_smoke() {
-  curl -s -G "$ROUTER/api/v1/sql" --data-urlencode 'q=SELECT count() AS n FROM smoke FINAL' |
+  curl -s -G "$ROUTER/api/v1/sql?db=shardhouse" --data-urlencode 'q=SELECT count() AS n FROM smoke FINAL' |
     python3 -c 'import json,sys; print(sum(int(r["n"]) for r in json.load(sys.stdin)))' 2>/dev/null
 }
 
@@ -85,7 +85,7 @@ wait_count() {
     [ "$got" = "$want" ] && return 0
     sleep 1
   done
-  fail "read back count()=$got from smoke, want $want (answer: $(curl -s -G "$ROUTER/api/v1/sql" --data-urlencode 'q=SELECT count() AS n FROM smoke FINAL'))"
+  fail "read back count()=$got from smoke, want $want (answer: $(curl -s -G "$ROUTER/api/v1/sql?db=shardhouse" --data-urlencode 'q=SELECT count() AS n FROM smoke FINAL'))"
 }
 
 echo "== make run smoke (3 nodes, RF=3) in $SHARDHOUSE_DATA"

@@ -10,6 +10,8 @@ use std::time::Instant;
 
 use arrow_array::RecordBatch;
 
+use crate::layout::TableId;
+
 /// Rows of one table waiting for a flush.
 #[derive(Default)]
 pub struct TableBuf {
@@ -38,12 +40,11 @@ impl TableBuf {
     }
 }
 
-/// A shard's applied-but-not-flushed data.
+/// A shard's applied-but-not-flushed data: fact tables' rows and new
+/// series (under each database's `_series` table).
 #[derive(Default)]
 pub struct ShardBuf {
-    pub tables: HashMap<String, TableBuf>,
-    /// New series rows, stored in the shard's `_series` table.
-    pub series: TableBuf,
+    pub tables: HashMap<TableId, TableBuf>,
     pub rows: usize,
     /// Highest entry index applied into this buffer.
     pub max_index: u64,
@@ -61,7 +62,6 @@ impl ShardBuf {
         for (m, tb) in std::mem::take(&mut self.tables) {
             older.tables.entry(m).or_default().append_newer(tb);
         }
-        older.series.append_newer(std::mem::take(&mut self.series));
         older.rows += self.rows;
         older.max_index = older.max_index.max(self.max_index);
         older.oldest = match (older.oldest, self.oldest) {
@@ -75,7 +75,6 @@ impl ShardBuf {
     pub fn first_pending_index(&self) -> Option<u64> {
         self.tables
             .values()
-            .chain(std::iter::once(&self.series))
             .filter(|t| t.rows > 0)
             .map(|t| t.first_index)
             .min()
@@ -106,26 +105,22 @@ mod tests {
         assert_eq!(flushed_after(0, 10, Some(20)), 10);
     }
 
+    fn id(t: &str) -> TableId {
+        TableId::new("db", t)
+    }
+
     #[test]
     fn restore_keeps_the_older_first_index_in_front() {
         let mut now = ShardBuf::default();
-        now.tables.entry("a".into()).or_default().push(9, vec![], 2);
+        now.tables.entry(id("a")).or_default().push(9, vec![], 2);
         now.max_index = 9;
         let mut failed = ShardBuf::default();
-        failed
-            .tables
-            .entry("a".into())
-            .or_default()
-            .push(4, vec![], 5);
-        failed
-            .tables
-            .entry("b".into())
-            .or_default()
-            .push(5, vec![], 1);
+        failed.tables.entry(id("a")).or_default().push(4, vec![], 5);
+        failed.tables.entry(id("b")).or_default().push(5, vec![], 1);
         failed.max_index = 6;
         now.restore(failed);
-        assert_eq!(now.tables["a"].first_index, 4);
-        assert_eq!(now.tables["a"].rows, 7);
+        assert_eq!(now.tables[&id("a")].first_index, 4);
+        assert_eq!(now.tables[&id("a")].rows, 7);
         assert_eq!(now.max_index, 9);
         assert_eq!(now.first_pending_index(), Some(4));
         assert_eq!(ShardBuf::default().first_pending_index(), None);

@@ -12,34 +12,34 @@
 use std::collections::HashMap;
 
 use crate::error::{EngineError, Result};
-use crate::layout::FieldType;
+use crate::layout::{FieldType, TableId};
 
-/// One measurement's fields offered by a table of an entry.
-pub type Offered<'a> = (&'a str, &'a [(String, FieldType)]);
+/// One table's fields offered by an entry.
+pub type Offered<'a> = (&'a TableId, &'a [(String, FieldType)]);
 
-/// The decided field types of one shard.
+/// The decided field types of one shard, per (database, table).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct ShardCatalog {
-    tables: HashMap<String, HashMap<String, FieldType>>,
+    tables: HashMap<TableId, HashMap<String, FieldType>>,
 }
 
-/// Fields an entry introduces: (measurement, field, type).
-pub type Additions = Vec<(String, String, FieldType)>;
+/// Fields an entry introduces: (table, field, type).
+pub type Additions = Vec<(TableId, String, FieldType)>;
 
 impl ShardCatalog {
-    /// The stored type of `measurement`.`field`, if decided.
-    pub fn field(&self, measurement: &str, field: &str) -> Option<FieldType> {
-        self.tables.get(measurement)?.get(field).copied()
+    /// The stored type of `table`.`field`, if decided.
+    pub fn field(&self, table: &TableId, field: &str) -> Option<FieldType> {
+        self.tables.get(table)?.get(field).copied()
     }
 
     /// Fails with the first offered field whose type differs from the
     /// decided one (admission on the leader: no reservation, the apply
     /// decides).
-    pub fn check(&self, measurement: &str, offered: &[(String, FieldType)]) -> Result<()> {
-        let Some(known) = self.tables.get(measurement) else {
+    pub fn check(&self, table: &TableId, offered: &[(String, FieldType)]) -> Result<()> {
+        let Some(known) = self.tables.get(table) else {
             return Ok(());
         };
-        crate::layout::check_conflicts(measurement, offered, |n| known.get(n).copied())
+        crate::layout::check_conflicts(&table.table, offered, |n| known.get(n).copied())
     }
 
     /// Decides a whole entry: each table's fields against the decided types
@@ -54,20 +54,20 @@ impl ShardCatalog {
                 let decided = self.field(measurement, name).or_else(|| {
                     added
                         .iter()
-                        .find(|(m, f, _)| m == measurement && f == name)
+                        .find(|(m, f, _)| m == *measurement && f == name)
                         .map(|(_, _, t)| *t)
                 });
                 match decided {
                     Some(s) if s != *t => {
                         return Err(EngineError::FieldTypeConflict {
-                            measurement: measurement.to_string(),
+                            measurement: measurement.table.clone(),
                             field: name.clone(),
                             stored: s.name().to_string(),
                             offered: t.name().to_string(),
                         })
                     }
                     Some(_) => {}
-                    None => added.push((measurement.to_string(), name.clone(), *t)),
+                    None => added.push(((*measurement).clone(), name.clone(), *t)),
                 }
             }
         }
@@ -83,9 +83,9 @@ impl ShardCatalog {
 
     /// Records a stored column (start-up, snapshot import). The first type
     /// seen for a field stays.
-    pub fn insert(&mut self, measurement: &str, field: &str, t: FieldType) {
+    pub fn insert(&mut self, table: &TableId, field: &str, t: FieldType) {
         self.tables
-            .entry(measurement.to_string())
+            .entry(table.clone())
             .or_default()
             .entry(field.to_string())
             .or_insert(t);
@@ -94,6 +94,11 @@ impl ShardCatalog {
     /// Forgets everything (the shard's data was replaced or dropped).
     pub fn clear(&mut self) {
         self.tables.clear();
+    }
+
+    /// Forgets what matches (a dropped database or table).
+    pub fn forget(&mut self, keep: impl Fn(&TableId) -> bool) {
+        self.tables.retain(|t, _| keep(t));
     }
 }
 
@@ -106,26 +111,30 @@ mod tests {
         (n.to_string(), t)
     }
 
+    fn tid(m: &str) -> TableId {
+        TableId::new("db", m)
+    }
+
     #[test]
     fn the_first_entry_in_log_order_decides() {
         let mut cat = ShardCatalog::default();
         let a = [f("g", Float64)];
         let b = [f("g", Int64)];
         // Log order a, b: a decides Float64, b is rejected.
-        let add = cat.decide(&[("m", &a)]).unwrap();
+        let add = cat.decide(&[(&tid("m"), &a)]).unwrap();
         cat.record(add);
-        let err = cat.decide(&[("m", &b)]).unwrap_err().to_string();
+        let err = cat.decide(&[(&tid("m"), &b)]).unwrap_err().to_string();
         assert!(
             err.contains("`g`") && err.contains("Float64") && err.contains("Int64"),
             "{err}"
         );
-        assert_eq!(cat.field("m", "g"), Some(Float64));
+        assert_eq!(cat.field(&tid("m"), "g"), Some(Float64));
         // The other order on another shard decides the other way.
         let mut other = ShardCatalog::default();
-        let add = other.decide(&[("m", &b)]).unwrap();
+        let add = other.decide(&[(&tid("m"), &b)]).unwrap();
         other.record(add);
-        assert!(other.decide(&[("m", &a)]).is_err());
-        assert_eq!(other.field("m", "g"), Some(Int64));
+        assert!(other.decide(&[(&tid("m"), &a)]).is_err());
+        assert_eq!(other.field(&tid("m"), "g"), Some(Int64));
     }
 
     #[test]
@@ -133,22 +142,24 @@ mod tests {
         let cat = ShardCatalog::default();
         let a = [f("g", Float64), f("h", Bool)];
         let b = [f("g", Int64)];
-        assert!(cat.decide(&[("m", &a), ("m", &b)]).is_err());
+        assert!(cat.decide(&[(&tid("m"), &a), (&tid("m"), &b)]).is_err());
         // Same field name in another measurement is another column.
-        let add = cat.decide(&[("m", &a), ("n", &b)]).unwrap();
+        let add = cat.decide(&[(&tid("m"), &a), (&tid("n"), &b)]).unwrap();
         assert_eq!(add.len(), 3);
     }
 
     #[test]
     fn known_fields_add_nothing_and_admission_checks_without_reserving() {
         let mut cat = ShardCatalog::default();
-        cat.insert("cpu", "usage", Float64);
+        cat.insert(&tid("cpu"), "usage", Float64);
         let same = [f("usage", Float64)];
-        assert_eq!(cat.decide(&[("cpu", &same)]).unwrap(), vec![]);
-        assert!(cat.check("cpu", &same).is_ok());
-        assert!(cat.check("cpu", &[f("usage", FieldType::String)]).is_err());
+        assert_eq!(cat.decide(&[(&tid("cpu"), &same)]).unwrap(), vec![]);
+        assert!(cat.check(&tid("cpu"), &same).is_ok());
+        assert!(cat
+            .check(&tid("cpu"), &[f("usage", FieldType::String)])
+            .is_err());
         // check() never records: a new field stays undecided.
-        assert!(cat.check("cpu", &[f("new", Int64)]).is_ok());
-        assert_eq!(cat.field("cpu", "new"), None);
+        assert!(cat.check(&tid("cpu"), &[f("new", Int64)]).is_ok());
+        assert_eq!(cat.field(&tid("cpu"), "new"), None);
     }
 }

@@ -75,6 +75,18 @@ pub(crate) fn strings(b: &RecordBatch, i: usize) -> Vec<String> {
 }
 
 /// Column `i` of a query result as u64s.
+pub(crate) fn i64s(b: &RecordBatch, i: usize) -> Vec<i64> {
+    let c = arrow_cast::cast::cast(b.column(i), &DataType::Int64)
+        .unwrap_or_else(|_| new_null_array(&DataType::Int64, b.num_rows()));
+    let c = c
+        .as_any()
+        .downcast_ref::<arrow_array::Int64Array>()
+        .expect("cast to Int64 gives an Int64Array");
+    (0..c.len())
+        .map(|j| if c.is_null(j) { 0 } else { c.value(j) })
+        .collect()
+}
+
 pub(crate) fn u64s(b: &RecordBatch, i: usize) -> Vec<u64> {
     let c = arrow_cast::cast::cast(b.column(i), &DataType::UInt64)
         .unwrap_or_else(|_| new_null_array(&DataType::UInt64, b.num_rows()));

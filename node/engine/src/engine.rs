@@ -26,7 +26,7 @@ use crate::buffer::ShardBuf;
 use crate::catalog::{self, ShardCatalog};
 use crate::columns::{align, strings, u64s};
 use crate::error::{EngineError, Result};
-use crate::layout::{self, FieldType, FLUSHED_TABLE, SERIES_ID, TIME};
+use crate::layout::{self, FieldType, TableId, FLUSHED_TABLE, SERIES_ID, SERIES_TABLE, TIME};
 use crate::pool::{Conn, Pool};
 use crate::stream::SchemaCache;
 use crate::{ipc, loader, metrics};
@@ -44,6 +44,10 @@ pub struct EngineConfig {
     pub flush_max_rows: usize,
     /// A shard's buffer is flushed once its oldest row is this old.
     pub flush_max_age: Duration,
+    /// Retention of databases that set none (`None`: keep forever).
+    pub default_retention: Option<Duration>,
+    /// How often expired partitions are looked for.
+    pub retention_check_interval: Duration,
 }
 
 impl Default for EngineConfig {
@@ -54,6 +58,8 @@ impl Default for EngineConfig {
             pool_size: 0,
             flush_max_rows: 200_000,
             flush_max_age: Duration::from_secs(1),
+            default_retention: None,
+            retention_check_interval: Duration::from_secs(60),
         }
     }
 }
@@ -132,6 +138,9 @@ pub fn flush_age_of(max_age: Duration, shard: u32) -> Duration {
 /// One table's part of a committed entry, as the router encoded it.
 #[derive(Debug, Clone, Copy)]
 pub struct TableBatchRef<'a> {
+    /// The database (InfluxDB `db` / `bucket`) the rows belong to.
+    pub database: &'a str,
+    /// A measurement, or `_samples` (Prometheus samples).
     pub measurement: &'a str,
     /// Arrow IPC stream of points (time, series_id, fields...). Buffered
     /// columns share these bytes until the flush.
@@ -157,7 +166,7 @@ pub enum Applied {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FlushFailure {
     pub shard: u32,
-    /// Tables whose rows could not be stored (`_series` for the series).
+    /// Tables whose rows could not be stored (`db/_series` for the series).
     pub tables: Vec<String>,
     pub error: String,
     pub attempts: u32,
@@ -172,7 +181,9 @@ pub(crate) struct ShardState {
     /// Serializes flushes, DDL, import and drop of this shard.
     pub(crate) flush_lock: Mutex<()>,
     /// Columns of this shard's fact tables as they exist in chDB.
-    pub(crate) tables: Mutex<HashMap<String, Vec<(String, FieldType)>>>,
+    pub(crate) tables: Mutex<HashMap<TableId, Vec<(String, FieldType)>>>,
+    /// The databases this shard stores, as they exist in chDB.
+    pub(crate) databases: Mutex<HashMap<String, DatabaseState>>,
     /// Field types decided by the shard's applied log (see catalog.rs).
     pub(crate) catalog: RwLock<ShardCatalog>,
     pub(crate) created: AtomicBool,
@@ -191,6 +202,7 @@ impl ShardState {
             buf: Mutex::new(ShardBuf::default()),
             flush_lock: Mutex::new(()),
             tables: Mutex::new(HashMap::new()),
+            databases: Mutex::new(HashMap::new()),
             catalog: RwLock::new(ShardCatalog::default()),
             created: AtomicBool::new(false),
             flushed: AtomicU64::new(0),
@@ -199,6 +211,15 @@ impl ShardState {
             failing: Mutex::new(None),
         }
     }
+}
+
+/// One database of a shard, as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct DatabaseState {
+    /// Its chDB database (`layout::data_db`).
+    pub(crate) chdb: String,
+    /// Retention in ns; 0 = keep forever, -1 = the node's default.
+    pub(crate) retention_ns: i64,
 }
 
 pub(crate) struct Inner {
@@ -250,7 +271,7 @@ impl Engine {
         } else {
             cfg.pool_size
         };
-        let pool = Pool::new(&db, size, &[])?;
+        let pool = Pool::new(&db, size, layout::WRITER_SETTINGS)?;
         let readers = Pool::new(&db, size, READER_SETTINGS)?;
         let data_dir =
             std::fs::File::open(&cfg.data_dir).map_err(|source| EngineError::DataDir {
@@ -268,6 +289,7 @@ impl Engine {
             shutdown: AtomicBool::new(false),
             data_dir,
         });
+        inner.check_layout()?;
         inner.load_state()?;
         let mut threads = Vec::new();
         // Half the pool flushes; the rest stays free for snapshots and DDL,
@@ -316,20 +338,40 @@ impl Engine {
     /// reserved: new fields are decided when the entry is applied, in log
     /// order (see [`Applied::Rejected`]). In memory only: cheap enough for an
     /// async worker.
-    pub fn admit(&self, shard: u32, measurement: &str, schema: &Schema) -> Result<()> {
-        layout::validate_measurement(measurement)?;
+    pub fn admit(
+        &self,
+        shard: u32,
+        database: &str,
+        measurement: &str,
+        schema: &Schema,
+    ) -> Result<()> {
+        layout::validate_database(database)?;
+        layout::validate_table(measurement)?;
         let offered = layout::batch_fields(measurement, schema)?;
         let st = self.inner.shards.read().get(&shard).cloned();
         match st {
-            Some(st) => st.catalog.read().check(measurement, &offered),
+            Some(st) => st
+                .catalog
+                .read()
+                .check(&TableId::new(database, measurement), &offered),
             None => Ok(()),
         }
     }
 
-    /// The type shard `shard` stores `measurement`.`field` with, if decided.
-    pub fn field_type(&self, shard: u32, measurement: &str, field: &str) -> Option<FieldType> {
+    /// The type shard `shard` stores `database`.`measurement`.`field`
+    /// with, if decided.
+    pub fn field_type(
+        &self,
+        shard: u32,
+        database: &str,
+        measurement: &str,
+        field: &str,
+    ) -> Option<FieldType> {
         let st = self.inner.shards.read().get(&shard).cloned()?;
-        let t = st.catalog.read().field(measurement, field);
+        let t = st
+            .catalog
+            .read()
+            .field(&TableId::new(database, measurement), field);
         t
     }
 
@@ -339,6 +381,7 @@ impl Engine {
         &self,
         shard: u32,
         index: u64,
+        database: &str,
         measurement: &str,
         points_ipc: &[u8],
         series_ipc: &[u8],
@@ -347,6 +390,7 @@ impl Engine {
             shard,
             index,
             &[TableBatchRef {
+                database,
                 measurement,
                 points_ipc: &Bytes::copy_from_slice(points_ipc),
                 series_ipc: &Bytes::copy_from_slice(series_ipc),
@@ -464,9 +508,66 @@ impl Inner {
             .clone()
     }
 
-    /// Reads back which shards, tables, columns and flushed indexes exist.
+    /// Refuses a data directory of another layout (docs/storage.md,
+    /// "Layout versions"); marks a new one with this layout.
+    fn check_layout(&self) -> Result<()> {
+        let path = self.cfg.data_dir.join(layout::LAYOUT_FILE);
+        let found = match std::fs::read_to_string(&path) {
+            Ok(text) => Some(layout::parse_layout_file(&text)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(source) => return Err(EngineError::DataDir { path, source }),
+        };
+        let has_shards = !self
+            .pool
+            .get()
+            .query("SELECT name FROM system.databases WHERE name LIKE 'shard\\_%' LIMIT 1")?
+            .iter()
+            .all(|b| b.num_rows() == 0);
+        match layout::layout_decision(found, has_shards) {
+            Ok(true) => std::fs::write(&path, layout::layout_file_text()).map_err(|source| {
+                EngineError::DataDir {
+                    path: path.clone(),
+                    source,
+                }
+            }),
+            Ok(false) => Ok(()),
+            Err(found) => Err(EngineError::LayoutMismatch {
+                path: self.cfg.data_dir.clone(),
+                found,
+                expected: layout::LAYOUT_VERSION,
+            }),
+        }
+    }
+
+    /// Reads back which shards, databases, tables, columns, retentions and
+    /// flushed indexes exist.
     fn load_state(&self) -> Result<()> {
         let mut conn = self.pool.get();
+        let batches = conn.query(
+            "SELECT name, comment FROM system.databases WHERE name LIKE 'shard\\_%' ORDER BY name",
+        )?;
+        let mut chdb_names: HashMap<String, (u32, String)> = HashMap::new();
+        for b in &batches {
+            let names = strings(b, 0);
+            let comments = strings(b, 1);
+            for (db, comment) in names.into_iter().zip(comments) {
+                if let Some(shard) = layout::parse_shard_db(&db) {
+                    self.shard_state(shard)
+                        .created
+                        .store(true, Ordering::Release);
+                } else if let Some(shard) = layout::parse_data_db(&db) {
+                    let st = self.shard_state(shard);
+                    st.databases.lock().insert(
+                        comment.clone(),
+                        DatabaseState {
+                            chdb: db.clone(),
+                            retention_ns: -1,
+                        },
+                    );
+                    chdb_names.insert(db, (shard, comment));
+                }
+            }
+        }
         let batches = conn.query(
             "SELECT database, table, name, type FROM system.columns \
              WHERE database LIKE 'shard\\_%' ORDER BY database, table, position",
@@ -477,15 +578,16 @@ impl Inner {
             let name = strings(b, 2);
             let typ = strings(b, 3);
             for i in 0..b.num_rows() {
-                let Some(shard) = layout::parse_shard_db(&db[i]) else {
+                let Some((shard, database)) = chdb_names.get(&db[i]) else {
                     continue;
                 };
-                let st = self.shard_state(shard);
-                st.created.store(true, Ordering::Release);
-                if table[i].starts_with('_') || name[i] == TIME || name[i] == SERIES_ID {
-                    if !table[i].starts_with('_') {
-                        st.tables.lock().entry(table[i].clone()).or_default();
-                    }
+                let st = self.shard_state(*shard);
+                if layout::is_engine_table(&table[i]) && table[i] != layout::SAMPLES_TABLE {
+                    continue;
+                }
+                let id = TableId::new(database, &table[i]);
+                if name[i] == TIME || name[i] == SERIES_ID {
+                    st.tables.lock().entry(id).or_default();
                     continue;
                 }
                 let Some(t) = FieldType::from_clickhouse(&typ[i]) else {
@@ -495,10 +597,24 @@ impl Inner {
                 };
                 st.tables
                     .lock()
-                    .entry(table[i].clone())
+                    .entry(id.clone())
                     .or_default()
                     .push((name[i].clone(), t));
-                st.catalog.write().insert(&table[i], &name[i], t);
+                st.catalog.write().insert(&id, &name[i], t);
+            }
+        }
+        for (chdb, (shard, database)) in &chdb_names {
+            let sql = format!(
+                "SELECT argMax(retention_ns, `index`) FROM {}",
+                layout::qualified(chdb, layout::DATABASE_TABLE)
+            );
+            if let Some(r) = conn.query(&sql).ok().and_then(|b| {
+                b.first()
+                    .and_then(|b| crate::columns::i64s(b, 0).first().copied())
+            }) {
+                if let Some(d) = self.shard_state(*shard).databases.lock().get_mut(database) {
+                    d.retention_ns = r;
+                }
             }
         }
         let shards: Vec<Arc<ShardState>> = self.shards.read().values().cloned().collect();
@@ -540,7 +656,7 @@ impl Inner {
         let offered: Vec<catalog::Offered<'_>> = decoded
             .tables
             .iter()
-            .map(|t| (t.measurement, t.fields.as_slice()))
+            .map(|t| (&t.id, t.fields.as_slice()))
             .collect();
         let additions = match st.catalog.read().decide(&offered) {
             Ok(a) => a,
@@ -560,9 +676,12 @@ impl Inner {
             st.applied.store(index, Ordering::Release);
             buf.max_index = index;
             buf.oldest.get_or_insert_with(Instant::now);
-            let series_rows: usize = decoded.series.iter().map(|b| b.num_rows()).sum();
-            if series_rows > 0 {
-                buf.series.push(index, decoded.series, series_rows);
+            for (database, series) in decoded.series {
+                let n: usize = series.iter().map(|b| b.num_rows()).sum();
+                if n > 0 {
+                    let id = TableId::new(database, SERIES_TABLE);
+                    buf.tables.entry(id).or_default().push(index, series, n);
+                }
             }
             buf.rows += rows;
             let mut largest = 0;
@@ -570,7 +689,7 @@ impl Inner {
                 if t.rows == 0 {
                     continue;
                 }
-                let tb = buf.tables.entry(t.measurement.to_string()).or_default();
+                let tb = buf.tables.entry(t.id).or_default();
                 tb.push(index, t.batches, t.rows);
                 largest = largest.max(tb.rows);
             }
@@ -607,11 +726,12 @@ impl Inner {
             series: Vec::new(),
         };
         for t in tables {
+            layout::validate_database(t.database)?;
             // The engine's real limit, not the stricter admission rule: an
             // old entry whose name was storable is stored.
             if let Err(e) = shardhouse_common::names::validate_storable_table(
                 t.measurement,
-                &layout::shard_db(shard),
+                &layout::data_db(shard, t.database),
             ) {
                 // Only entries written before names were checked at
                 // admission can get here: storing them would fail every
@@ -622,8 +742,14 @@ impl Inner {
                 continue;
             }
             let (schema, batches) = self.streams.decode(t.points_ipc)?;
+            if layout::is_engine_table(t.measurement) && t.measurement != layout::SAMPLES_TABLE {
+                return Err(EngineError::InvalidMeasurement {
+                    measurement: t.measurement.to_string(),
+                    reason: "names starting with `_` are the engine's own tables".into(),
+                });
+            }
             let mut decoded = DecodedTable {
-                measurement: t.measurement,
+                id: TableId::new(t.database, t.measurement),
                 fields: Vec::new(),
                 batches: Vec::with_capacity(batches.len()),
                 rows: 0,
@@ -639,8 +765,12 @@ impl Inner {
                 }
             }
             let (_, s) = self.streams.decode(t.series_ipc)?;
+            let mut rows = Vec::new();
             for b in s.iter().filter(|b| b.num_rows() > 0) {
-                out.series.push(align(b, &series_schema)?);
+                rows.push(crate::tag_index::index_batch(&align(b, &series_schema)?)?);
+            }
+            if !rows.is_empty() {
+                out.series.push((t.database, rows));
             }
             out.tables.push(decoded);
         }
@@ -658,19 +788,50 @@ impl Inner {
         Ok(())
     }
 
+    /// Creates a database's storage in a shard if it does not exist yet
+    /// (first write, or an explicit create) and returns its chDB database.
+    pub(crate) fn ensure_database(
+        &self,
+        conn: &mut Conn,
+        st: &ShardState,
+        database: &str,
+    ) -> Result<String> {
+        if let Some(d) = st.databases.lock().get(database) {
+            return Ok(d.chdb.clone());
+        }
+        self.ensure_shard(conn, st)?;
+        let chdb = layout::data_db(st.shard, database);
+        for sql in layout::create_database(&chdb, database) {
+            conn.execute(&sql)?;
+        }
+        st.tables.lock().insert(
+            TableId::new(database, layout::SAMPLES_TABLE),
+            vec![("value".to_string(), FieldType::Float64)],
+        );
+        st.databases.lock().insert(
+            database.to_string(),
+            DatabaseState {
+                chdb: chdb.clone(),
+                retention_ns: -1,
+            },
+        );
+        Ok(chdb)
+    }
+
     /// Creates the fact table or adds missing columns; returns its columns.
     pub(crate) fn ensure_table(
         &self,
         conn: &mut Conn,
         st: &ShardState,
-        measurement: &str,
+        id: &TableId,
         fields: &[(String, FieldType)],
     ) -> Result<Vec<(String, FieldType)>> {
+        let chdb = self.ensure_database(conn, st, &id.database)?;
         let mut tables = st.tables.lock();
-        match tables.get_mut(measurement) {
+        match tables.get_mut(id) {
             None => {
-                conn.execute(&layout::create_fact_table(&st.db, measurement, fields))?;
-                tables.insert(measurement.to_string(), fields.to_vec());
+                conn.execute(&layout::create_fact_table(&chdb, &id.table, fields))?;
+                tables.insert(id.clone(), fields.to_vec());
             }
             Some(cols) => {
                 let missing: Vec<(String, FieldType)> = fields
@@ -679,23 +840,24 @@ impl Inner {
                     .cloned()
                     .collect();
                 if !missing.is_empty() {
-                    conn.execute(&layout::add_columns(&st.db, measurement, &missing))?;
+                    conn.execute(&layout::add_columns(&chdb, &id.table, &missing))?;
                     cols.extend(missing);
                 }
             }
         }
-        Ok(tables[measurement].clone())
+        Ok(tables[id].clone())
     }
 }
 
 /// A committed entry's tables, decoded and checked, not yet buffered.
 struct DecodedEntry<'a> {
-    tables: Vec<DecodedTable<'a>>,
-    series: Vec<RecordBatch>,
+    tables: Vec<DecodedTable>,
+    /// `_series` rows per database.
+    series: Vec<(&'a str, Vec<RecordBatch>)>,
 }
 
-struct DecodedTable<'a> {
-    measurement: &'a str,
+struct DecodedTable {
+    id: TableId,
     fields: Vec<(String, FieldType)>,
     batches: Vec<RecordBatch>,
     rows: usize,

@@ -65,6 +65,16 @@ pub enum EngineError {
     #[error("shard {shard} snapshot data is malformed: {reason}; re-request the snapshot from another replica")]
     BadSnapshot { shard: u32, reason: String },
 
+    #[error("data directory {path} holds storage layout {found}, this release stores layout {expected} and does not convert it: start this node on an empty data directory (its replicas are re-filled from the other nodes by Raft snapshots) or run the release that wrote it; see docs/storage.md, \"Layout versions\"")]
+    LayoutMismatch {
+        path: PathBuf,
+        found: String,
+        expected: u32,
+    },
+
+    #[error("invalid database name: {0}")]
+    InvalidDatabase(String),
+
     #[error("the engine is shutting down; retry on another replica")]
     ShuttingDown,
 }

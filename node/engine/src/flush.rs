@@ -20,13 +20,13 @@ use crate::buffer::{self, ShardBuf, TableBuf};
 use crate::columns::{align_all, u64s};
 use crate::engine::{FlushFailure, Inner, ShardState};
 use crate::error::{EngineError, Result};
-use crate::layout::{FieldType, FLUSHED_TABLE, SERIES_TABLE};
+use crate::layout::{FieldType, TableId, FLUSHED_TABLE, SERIES_TABLE};
 use crate::pool::Conn;
 use crate::{ipc, metrics};
 
 /// Tables of a shard whose flush failed, and when to try them again.
 pub(crate) struct Failing {
-    tables: Vec<String>,
+    tables: Vec<TableId>,
     error: String,
     attempts: u32,
     since: Instant,
@@ -37,7 +37,7 @@ impl Failing {
     pub(crate) fn report(&self, shard: u32) -> FlushFailure {
         FlushFailure {
             shard,
-            tables: self.tables.clone(),
+            tables: self.tables.iter().map(|t| t.to_string()).collect(),
             error: self.error.clone(),
             attempts: self.attempts,
             failing_for: self.since.elapsed(),
@@ -54,7 +54,7 @@ pub fn retry_delay(attempts: u32) -> Duration {
 
 impl ShardState {
     /// Tables whose rows could not be stored so far.
-    pub(crate) fn failing_tables(&self) -> Vec<String> {
+    pub(crate) fn failing_tables(&self) -> Vec<TableId> {
         self.failing
             .lock()
             .as_ref()
@@ -87,6 +87,8 @@ impl Inner {
         let period = (self.cfg.flush_max_age / 4)
             .clamp(Duration::from_millis(5), Duration::from_millis(250));
         let mut last_parts = Instant::now();
+        let mut last_retention = Instant::now();
+        let retention_every = crate::ops::retention_period(self.cfg.retention_check_interval);
         loop {
             match stop.recv_timeout(period) {
                 Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
@@ -107,6 +109,12 @@ impl Inner {
                 };
                 if due && !st.queued.swap(true, Ordering::AcqRel) {
                     let _ = self.flush_tx.send(st.shard);
+                }
+            }
+            if last_retention.elapsed() >= retention_every {
+                last_retention = Instant::now();
+                if let Err(e) = self.enforce_retention() {
+                    tracing::warn!(error = %e, "retention sweep failed; retried at the next one");
                 }
             }
             if last_parts.elapsed() >= Duration::from_secs(10) {
@@ -133,7 +141,7 @@ impl Inner {
     pub(crate) fn flush_shard(&self, st: &Arc<ShardState>, retry_failing: bool) -> Result<()> {
         let _g = st.flush_lock.lock();
         st.queued.store(false, Ordering::Release);
-        let skip: HashSet<String> = match st.failing.lock().as_ref() {
+        let skip: HashSet<TableId> = match st.failing.lock().as_ref() {
             Some(f) if !retry_failing && f.retry_at > Instant::now() => {
                 f.tables.iter().cloned().collect()
             }
@@ -151,59 +159,43 @@ impl Inner {
             ..ShardBuf::default()
         };
         for name in &skip {
-            if name == SERIES_TABLE {
-                kept.series = std::mem::take(&mut taken.series);
-            } else if let Some(tb) = taken.tables.remove(name) {
-                kept.rows += tb.rows;
+            if let Some(tb) = taken.tables.remove(name) {
+                if name.table != SERIES_TABLE {
+                    kept.rows += tb.rows;
+                }
                 kept.tables.insert(name.clone(), tb);
             }
         }
         let _timer = metrics::Timer::start(&metrics::FLUSH_SECONDS);
         let mut written = ShardBuf::default();
-        let mut failed: Vec<(String, EngineError)> = Vec::new();
+        let mut failed: Vec<(TableId, EngineError)> = Vec::new();
         let mut conn = self.pool.get();
         let ready = self.ensure_shard(&mut conn, st);
-        for (measurement, tb) in std::mem::take(&mut taken.tables) {
+        // Series first: a point is never readable without its tags.
+        let mut order: Vec<(TableId, TableBuf)> =
+            std::mem::take(&mut taken.tables).into_iter().collect();
+        order.sort_by_key(|(id, _)| id.table != SERIES_TABLE);
+        for (id, tb) in order {
             let r = match &ready {
-                Ok(()) => self
-                    .write_table(&mut conn, st, &measurement, &tb)
-                    .or_else(|_| {
-                        // What we believed about the table may be stale (it
-                        // was dropped or changed): read it again, try once more.
-                        self.reload_table_columns(&mut conn, st, &measurement);
-                        self.write_table(&mut conn, st, &measurement, &tb)
-                    }),
+                Ok(()) => self.write_table(&mut conn, st, &id, &tb).or_else(|_| {
+                    // What we believed about the table may be stale (it
+                    // was dropped or changed): read it again, try once more.
+                    self.reload_table_columns(&mut conn, st, &id);
+                    self.write_table(&mut conn, st, &id, &tb)
+                }),
                 Err(e) => Err(EngineError::Sql {
                     context: format!("create database {}", st.db),
                     message: e.to_string(),
                 }),
             };
             let dest = if r.is_ok() { &mut written } else { &mut kept };
-            dest.rows += tb.rows;
-            dest.tables.insert(measurement.clone(), tb);
-            if let Err(e) = r {
-                self.reload_table_columns(&mut conn, st, &measurement);
-                failed.push((measurement, e));
+            if id.table != SERIES_TABLE {
+                dest.rows += tb.rows;
             }
-        }
-        if taken.series.rows > 0 {
-            let schema = ipc::series_schema();
-            let r = ready.and_then(|()| {
-                ingest_concat(
-                    &mut conn,
-                    &st.db,
-                    SERIES_TABLE,
-                    &schema,
-                    &taken.series.batches,
-                )
-            });
-            let series = std::mem::take(&mut taken.series);
-            match r {
-                Ok(()) => written.series = series,
-                Err(e) => {
-                    kept.series = series;
-                    failed.push((SERIES_TABLE.to_string(), e));
-                }
+            dest.tables.insert(id.clone(), tb);
+            if let Err(e) = r {
+                self.reload_table_columns(&mut conn, st, &id);
+                failed.push((id, e));
             }
         }
         let current = st.flushed.load(Ordering::Acquire);
@@ -217,7 +209,7 @@ impl Inner {
                 // buffered (a retry re-inserts them and they collapse with
                 // these copies) and leave the flushed index where it is.
                 drop(conn);
-                let mut names: Vec<String> = written.tables.keys().cloned().collect();
+                let mut names: Vec<TableId> = written.tables.keys().cloned().collect();
                 names.extend(kept.tables.keys().cloned());
                 kept.restore(written);
                 kept.oldest = None;
@@ -249,7 +241,7 @@ impl Inner {
             }
             return Ok(());
         }
-        let names: Vec<String> = failed.iter().map(|(n, _)| n.clone()).collect();
+        let names: Vec<TableId> = failed.iter().map(|(n, _)| n.clone()).collect();
         let (_, first) = failed.swap_remove(0);
         self.record_failure(st, names, &first, &skip);
         Err(first)
@@ -259,9 +251,14 @@ impl Inner {
         &self,
         conn: &mut Conn,
         st: &ShardState,
-        measurement: &str,
+        id: &TableId,
         tb: &TableBuf,
     ) -> Result<()> {
+        if id.table == SERIES_TABLE {
+            let chdb = self.ensure_database(conn, st, &id.database)?;
+            let schema = crate::tag_index::index_schema();
+            return ingest_concat(conn, &chdb, SERIES_TABLE, &schema, &tb.batches);
+        }
         let mut fields: Vec<(String, FieldType)> = Vec::new();
         for b in &tb.batches {
             for f in b.schema().fields().iter().skip(2) {
@@ -272,19 +269,26 @@ impl Inner {
                 }
             }
         }
-        let cols = self.ensure_table(conn, st, measurement, &fields)?;
+        let cols = self.ensure_table(conn, st, id, &fields)?;
+        let chdb = crate::layout::data_db(st.shard, &id.database);
         let schema = ipc::points_schema(&cols);
         let aligned = align_all(&tb.batches, &schema)?;
-        ingest_concat(conn, &st.db, measurement, &schema, &aligned)
+        ingest_concat(conn, &chdb, &id.table, &schema, &aligned)
     }
 
     /// Re-reads a fact table's columns from chDB (forgets the table if it
     /// does not exist), so the next flush creates or alters what is missing.
-    fn reload_table_columns(&self, conn: &mut Conn, st: &ShardState, measurement: &str) {
+    fn reload_table_columns(&self, conn: &mut Conn, st: &ShardState, id: &TableId) {
+        if id.table == SERIES_TABLE {
+            // The database itself may be gone: look again at the next flush.
+            st.databases.lock().remove(&id.database);
+            return;
+        }
+        let chdb = crate::layout::data_db(st.shard, &id.database);
         let sql = format!(
             "SELECT name, type FROM system.columns WHERE database = {} AND table = {} ORDER BY position",
-            crate::layout::literal(&st.db),
-            crate::layout::literal(measurement)
+            crate::layout::literal(&chdb),
+            crate::layout::literal(&id.table)
         );
         let Ok(batches) = conn.query(&sql) else {
             return;
@@ -306,18 +310,19 @@ impl Inner {
         }
         let mut tables = st.tables.lock();
         if exists {
-            tables.insert(measurement.to_string(), cols);
+            tables.insert(id.clone(), cols);
         } else {
-            tables.remove(measurement);
+            tables.remove(id);
+            st.databases.lock().remove(&id.database);
         }
     }
 
     fn record_failure(
         &self,
         st: &ShardState,
-        mut tables: Vec<String>,
+        mut tables: Vec<TableId>,
         error: &EngineError,
-        skipped: &HashSet<String>,
+        skipped: &HashSet<TableId>,
     ) {
         tables.extend(skipped.iter().cloned());
         tables.sort();
@@ -371,10 +376,10 @@ impl Inner {
 }
 
 /// Whether `buf` holds rows of tables other than `failing`.
-fn has_rows_outside(buf: &ShardBuf, failing: &[String]) -> bool {
-    let outside = |name: &str| !failing.iter().any(|f| f == name);
-    (buf.series.rows > 0 && outside(SERIES_TABLE))
-        || buf.tables.iter().any(|(n, t)| t.rows > 0 && outside(n))
+fn has_rows_outside(buf: &ShardBuf, failing: &[TableId]) -> bool {
+    buf.tables
+        .iter()
+        .any(|(n, t)| t.rows > 0 && !failing.contains(n))
 }
 
 /// Records the shard's flushed index in its `_flushed` table.

@@ -1,11 +1,21 @@
 //! Storage layout: names, column types and DDL. Plain functions, no I/O.
 //!
-//! One chDB database per shard (`shard_0007`) holds:
-//! - one fact table per measurement: `(time DateTime64(9), series_id UInt64,
-//!   <field> Nullable(T) ...)`, `ReplacingMergeTree ORDER BY (series_id, time)`;
-//! - `_series (series_id, measurement, tags)`, `ReplacingMergeTree ORDER BY series_id`;
-//! - `_flushed (k, index)`: the highest Raft index whose rows are in the shard's tables.
-
+//! Layout 2 (see docs/storage.md). Per shard:
+//! - `shard_0007`: the shard's own `_flushed (k, index)` table (the highest
+//!   Raft index whose rows are in the shard's tables);
+//! - one chDB database per (shard, Shardhouse database), named
+//!   `shard_0007_<16 hex digits of database_key(name)>`, whose comment is
+//!   the database's name, holding:
+//!   - one fact table per measurement: `(time DateTime64(9), series_id
+//!     UInt64, <field> SimpleAggregateFunction(anyLast, Nullable(T)) ...)`,
+//!     `AggregatingMergeTree PARTITION BY toYYYYMMDD(time) ORDER BY
+//!     (series_id, time)`: a point rewritten with some of its fields keeps
+//!     the others (InfluxDB's field merge);
+//!   - `_samples`: the same shape with one field `value`, for every
+//!     Prometheus metric of the database (the metric is the series'
+//!     measurement);
+//!   - `_series (series_id, measurement, tags Map)`: the tag index;
+//!   - `_database (name, retention_ns, index)`: the database's settings.
 use arrow_schema::{DataType, Schema, TimeUnit};
 
 use crate::error::{EngineError, Result};
@@ -14,14 +24,76 @@ use crate::error::{EngineError, Result};
 pub const TIME: &str = "time";
 /// Name of the series column in every fact table.
 pub const SERIES_ID: &str = "series_id";
-/// Series dictionary of a shard.
+/// Series dictionary (tag index) of a database in a shard.
 pub const SERIES_TABLE: &str = "_series";
 /// Flushed Raft index of a shard.
 pub const FLUSHED_TABLE: &str = "_flushed";
+/// Prometheus samples of a database in a shard, every metric in one table.
+pub const SAMPLES_TABLE: &str = shardhouse_common::names::SAMPLES_TABLE;
+/// Settings of a database in a shard (its name and retention).
+pub const DATABASE_TABLE: &str = "_database";
+/// The layout this release stores (docs/storage.md, "Layout versions").
+pub const LAYOUT_VERSION: u32 = 2;
+/// File in the data directory that names the layout of its data.
+pub const LAYOUT_FILE: &str = "SHARDHOUSE_LAYOUT";
 
-/// The chDB database holding one shard's tables.
+/// The chDB database holding one shard's own tables (`_flushed`).
 pub fn shard_db(shard: u32) -> String {
     format!("shard_{shard:04}")
+}
+
+/// The chDB database holding one shard's data of Shardhouse database
+/// `database`. Named by the database's key, not its name: any name of up
+/// to 64 bytes fits the engine's file name limits, and table names keep
+/// their full budget.
+pub fn data_db(shard: u32, database: &str) -> String {
+    format!(
+        "shard_{shard:04}_{:016x}",
+        shardhouse_common::names::database_key(database)
+    )
+}
+
+/// Parses `shard_0007_<16 hex>` back to 7.
+pub fn parse_data_db(db: &str) -> Option<u32> {
+    let (shard, key) = db.strip_prefix("shard_")?.split_once('_')?;
+    if key.len() != 16 || !key.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    parse_shard_db(&format!("shard_{shard}"))
+}
+
+/// A table of a shard: a database and a table name in it (a measurement,
+/// or one of the engine's `_` tables).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TableId {
+    pub database: String,
+    pub table: String,
+}
+
+impl TableId {
+    pub fn new(database: &str, table: &str) -> TableId {
+        TableId {
+            database: database.to_string(),
+            table: table.to_string(),
+        }
+    }
+
+    /// `database/table`: how snapshots and messages name it (a database
+    /// name never contains `/`).
+    pub fn path(&self) -> String {
+        format!("{}/{}", self.database, self.table)
+    }
+
+    pub fn from_path(path: &str) -> Option<TableId> {
+        let (d, t) = path.split_once('/')?;
+        Some(TableId::new(d, t))
+    }
+}
+
+impl std::fmt::Display for TableId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.database, self.table)
+    }
 }
 
 /// Parses `shard_0007` back to 7.
@@ -80,6 +152,57 @@ pub fn validate_measurement(measurement: &str) -> Result<()> {
     })
 }
 
+/// Tables a write may carry: a measurement, or `_samples` (Prometheus).
+pub fn validate_table(table: &str) -> Result<()> {
+    if table == SAMPLES_TABLE {
+        return Ok(());
+    }
+    validate_measurement(table)
+}
+
+/// Whether `name` is one of the engine's own tables (`_series`, ...).
+pub fn is_engine_table(name: &str) -> bool {
+    name.starts_with('_')
+}
+
+/// Database names: the router's rule (`shardhouse_common::names`).
+pub fn validate_database(database: &str) -> Result<()> {
+    shardhouse_common::names::validate_database(database)
+        .map_err(|e| EngineError::InvalidDatabase(e.to_string()))
+}
+
+/// What the layout file says: `shardhouse storage layout N`.
+pub fn layout_file_text() -> String {
+    format!("shardhouse storage layout {LAYOUT_VERSION}\n")
+}
+
+/// The layout named by a layout file's text (the raw text if it names none).
+pub fn parse_layout_file(text: &str) -> String {
+    text.trim()
+        .strip_prefix("shardhouse storage layout ")
+        .unwrap_or(text.trim())
+        .to_string()
+}
+
+/// Whether a data directory can be opened: `found` is its layout file's
+/// version (None: no file), `has_shards` whether chDB holds shard data.
+/// Ok(true): new directory, write the layout file; Ok(false): this
+/// layout; Err(version found) otherwise. Shard data without a file was
+/// written by layout 1 (before databases: one table per measurement for
+/// all databases, whole-row replacement), which cannot be split by
+/// database after the fact.
+pub fn layout_decision(
+    found: Option<String>,
+    has_shards: bool,
+) -> std::result::Result<bool, String> {
+    match found {
+        Some(v) if v == LAYOUT_VERSION.to_string() => Ok(false),
+        Some(v) => Err(v),
+        None if has_shards => Err("1".into()),
+        None => Ok(true),
+    }
+}
+
 /// The types a field can have (InfluxDB's float, integer, unsigned, string, boolean).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FieldType {
@@ -114,19 +237,25 @@ impl FieldType {
         }
     }
 
-    /// Column type in chDB (fields are nullable: a point need not carry every field).
+    /// Column type in chDB. Fields are nullable (a point need not carry
+    /// every field) and keep the last non-NULL value per point when parts
+    /// merge: rewriting some fields of a point keeps the others.
     pub fn clickhouse(self) -> &'static str {
         match self {
-            FieldType::Float64 => "Nullable(Float64)",
-            FieldType::Int64 => "Nullable(Int64)",
-            FieldType::UInt64 => "Nullable(UInt64)",
-            FieldType::String => "Nullable(String)",
-            FieldType::Bool => "Nullable(Bool)",
+            FieldType::Float64 => "SimpleAggregateFunction(anyLast, Nullable(Float64))",
+            FieldType::Int64 => "SimpleAggregateFunction(anyLast, Nullable(Int64))",
+            FieldType::UInt64 => "SimpleAggregateFunction(anyLast, Nullable(UInt64))",
+            FieldType::String => "SimpleAggregateFunction(anyLast, Nullable(String))",
+            FieldType::Bool => "SimpleAggregateFunction(anyLast, Nullable(Bool))",
         }
     }
 
     /// Reads a chDB column type back (as listed in `system.columns`).
     pub fn from_clickhouse(t: &str) -> Option<FieldType> {
+        let t = t
+            .strip_prefix("SimpleAggregateFunction(anyLast, ")
+            .and_then(|r| r.strip_suffix(')'))
+            .unwrap_or(t);
         let inner = t
             .strip_prefix("Nullable(")
             .and_then(|r| r.strip_suffix(')'))
@@ -235,10 +364,14 @@ pub fn check_conflicts<'a>(
     Ok(())
 }
 
-/// The fact table's engine clause. ReplacingMergeTree keeps the last inserted
-/// row per (series_id, time): a rewritten point replaces the old one, and a
-/// flush retried after a crash collapses with its first copy. Reads that must
-/// see one row per point use `FINAL`.
+/// The fact table's engine clause. An AggregatingMergeTree whose field
+/// columns are `anyLast` of a nullable value keeps, per (series_id, time),
+/// the last non-NULL value of each field in insertion order (also inside
+/// one insert): a point rewritten with some fields keeps the others, and a
+/// flush retried after a crash collapses with its first copy. Reads that
+/// must see one row per point use `FINAL`. Partitions are days (UTC), so
+/// retention drops whole partitions; one insert may touch any number of
+/// them (`throw_on_max_partitions_per_insert_block = 0` on the writers).
 ///
 /// No per-file fsyncs (`fsync_after_insert` / `fsync_part_directory` stay
 /// off): a part is ~10 files, and syncing each one is a device cache flush
@@ -246,7 +379,11 @@ pub fn check_conflicts<'a>(
 /// flush durable with one `syncfs` of the data directory's filesystem
 /// (`Engine` `sync_parts`) before the flushed index moves, so the WAL never
 /// compacts entries whose rows a power loss could take.
-pub const FACT_ENGINE: &str = "ReplacingMergeTree ORDER BY (series_id, time)";
+pub const FACT_ENGINE: &str =
+    "AggregatingMergeTree PARTITION BY toYYYYMMDD(time) ORDER BY (series_id, time)";
+
+/// Settings of the engine's writer connections.
+pub const WRITER_SETTINGS: &[&str] = &["SET throw_on_max_partitions_per_insert_block = 0"];
 
 /// The flushed index is written after the flush's `syncfs` and not synced
 /// itself. It is only where replay starts after a restart: the WAL compacts
@@ -285,20 +422,42 @@ pub fn add_columns(db: &str, measurement: &str, fields: &[(String, FieldType)]) 
     )
 }
 
-/// DDL of a shard's own tables, run when the shard's database is first used.
+/// DDL of a shard's own tables, run when the shard is first used.
 pub fn create_shard(db: &str) -> Vec<String> {
     vec![
         format!("CREATE DATABASE IF NOT EXISTS {}", ident(db)),
-        format!(
-            "CREATE TABLE IF NOT EXISTS {} (series_id UInt64, measurement String, tags String) ENGINE = ReplacingMergeTree ORDER BY series_id",
-            qualified(db, SERIES_TABLE)
-        ),
         // One logical row; ReplacingMergeTree(index) keeps the highest and
         // max(index) reads it correctly before merges.
         format!(
             "CREATE TABLE IF NOT EXISTS {} (k UInt8, `index` UInt64) ENGINE = {FLUSHED_ENGINE}",
             qualified(db, FLUSHED_TABLE)
         ),
+    ]
+}
+
+/// Columns of the tag index: the series' measurement and its tags.
+pub const SERIES_COLUMNS: &str =
+    "series_id UInt64, measurement LowCardinality(String), tags Map(LowCardinality(String), String)";
+
+/// DDL of a database's storage in a shard: its chDB database (commented
+/// with the name, so a restart finds the name again), the tag index, the
+/// settings table and the Prometheus samples table.
+pub fn create_database(db: &str, name: &str) -> Vec<String> {
+    vec![
+        format!(
+            "CREATE DATABASE IF NOT EXISTS {} COMMENT {}",
+            ident(db),
+            literal(name)
+        ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {} ({SERIES_COLUMNS}) ENGINE = ReplacingMergeTree ORDER BY (measurement, series_id)",
+            qualified(db, SERIES_TABLE)
+        ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {} (name String, retention_ns Int64, `index` UInt64) ENGINE = ReplacingMergeTree(`index`) ORDER BY tuple()",
+            qualified(db, DATABASE_TABLE)
+        ),
+        create_fact_table(db, SAMPLES_TABLE, &[("value".to_string(), FieldType::Float64)]),
     ]
 }
 
@@ -314,6 +473,35 @@ mod tests {
                 .map(|(n, t)| Field::new(*n, t.clone(), true))
                 .collect::<Vec<_>>(),
         )
+    }
+
+    #[test]
+    fn data_db_names_carry_the_shard_and_a_fixed_length_key() {
+        let db = data_db(7, "telegraf");
+        assert!(db.starts_with("shard_0007_") && db.len() == 11 + 16, "{db}");
+        assert_eq!(parse_data_db(&db), Some(7));
+        assert_ne!(data_db(7, "a"), data_db(7, "b"));
+        assert_eq!(parse_data_db("shard_0007"), None);
+        assert_eq!(parse_shard_db(&db), None);
+        // The longest database name leaves the table name its full budget.
+        let long = "é".repeat(32);
+        assert_eq!(data_db(1, &long).len(), 27);
+        let t = TableId::new("db", "a/b");
+        assert_eq!(TableId::from_path(&t.path()), Some(t));
+    }
+
+    #[test]
+    fn old_layouts_are_refused_and_new_directories_marked() {
+        assert_eq!(layout_decision(None, false), Ok(true));
+        assert_eq!(layout_decision(None, true), Err("1".into()));
+        assert_eq!(
+            layout_decision(Some(parse_layout_file(&layout_file_text())), true),
+            Ok(false)
+        );
+        assert_eq!(
+            layout_decision(Some(parse_layout_file("shardhouse storage layout 3")), true),
+            Err("3".into())
+        );
     }
 
     #[test]
@@ -417,7 +605,10 @@ mod tests {
             &[("v".into(), FieldType::Float64)],
         );
         assert!(sql.contains("`shard_0001`.`cpu load`"), "{sql}");
-        assert!(sql.contains("`v` Nullable(Float64)"), "{sql}");
+        assert!(
+            sql.contains("`v` SimpleAggregateFunction(anyLast, Nullable(Float64))"),
+            "{sql}"
+        );
         assert!(sql.contains("ORDER BY (series_id, time)"), "{sql}");
     }
 
@@ -426,6 +617,7 @@ mod tests {
         // Durability comes from one syncfs per flush (engine.rs); per-file
         // fsyncs would be ~10 device flushes per part on the WAL's disk.
         let mut ddl = create_shard("shard_0001");
+        ddl.extend(create_database("shard_0001_00", "db"));
         ddl.push(create_fact_table(
             "shard_0001",
             "cpu",

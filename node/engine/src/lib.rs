@@ -2,7 +2,8 @@
 //!
 //! One process-global chDB engine, loaded in-process from the chdb-core
 //! distribution; a pool of connections (one per core by default); one chDB
-//! database per shard (`shard_0007`) with a narrow fact table per measurement;
+//! database per (shard, database) with a narrow fact table per measurement,
+//! a tag index and one Prometheus samples table (docs/storage.md);
 //! flusher threads that turn applied Raft entries into large inserts.
 //!
 //! Every call is synchronous and may block for the length of a chDB statement:
@@ -19,16 +20,19 @@ pub mod ipc;
 pub mod layout;
 pub mod loader;
 pub mod metrics;
+pub mod ops;
 pub mod pool;
 mod read;
 pub mod read_guard;
 mod shard_io;
 pub mod snapshot;
 pub mod stream;
+pub mod tag_index;
 
 pub use engine::{Applied, Engine, EngineConfig, FlushFailure, TableBatchRef};
 pub use error::{EngineError, Result};
 pub use ipc::{encode_points, encode_series, FieldValue, PointRow};
+pub use ops::DatabaseReport;
 
 /// Test and benchmark helpers: building entries from simple rows.
 pub mod testdata {

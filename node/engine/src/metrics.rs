@@ -77,6 +77,14 @@ pub static UNSTORABLE_TABLES_SKIPPED: LazyLock<IntCounter> = LazyLock::new(|| {
     .expect("register shardhouse_engine_unstorable_tables_skipped_total")
 });
 
+pub static RETENTION_PARTITIONS_DROPPED: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter!(
+        "shardhouse_engine_retention_partitions_dropped_total",
+        "Day partitions dropped because their database's retention expired them"
+    )
+    .expect("register shardhouse_engine_retention_partitions_dropped_total")
+});
+
 /// Registers every engine metric so `/metrics` lists them (at zero) from
 /// start-up, before the first flush; dashboards and alerts query them.
 pub fn register() {
@@ -89,6 +97,7 @@ pub fn register() {
     LazyLock::force(&FLUSH_FAILING_SHARDS);
     LazyLock::force(&FLUSH_FAILURES_TOTAL);
     LazyLock::force(&UNSTORABLE_TABLES_SKIPPED);
+    LazyLock::force(&RETENTION_PARTITIONS_DROPPED);
 }
 
 /// Records the elapsed time into a histogram when dropped.

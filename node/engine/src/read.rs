@@ -18,7 +18,11 @@ impl Engine {
     /// sees every write applied here; a table whose flush keeps failing does
     /// not stop queries of anything else, but a query that reads it fails
     /// rather than answer without its buffered rows.
-    pub fn query(&self, shard: u32, sql: &str) -> Result<Vec<RecordBatch>> {
+    ///
+    /// `database` scopes the statement: its tables (`cpu`, `_series`,
+    /// `_samples`) are unqualified names. An empty `database` reads the
+    /// shard's own tables (`_flushed`).
+    pub fn query(&self, shard: u32, database: &str, sql: &str) -> Result<Vec<RecordBatch>> {
         let st = self.inner.shards.read().get(&shard).cloned();
         if let Some(st) = &st {
             // Always through the flush lock: a flush that another thread
@@ -48,7 +52,10 @@ impl Engine {
         read_guard::check_ast(&lines).map_err(|r| EngineError::QueryRefused(r.0))?;
         if let Some(st) = &st {
             let failing = st.failing_tables();
-            if let Some(t) = failing.iter().find(|t| mentions(&formatted, t)) {
+            if let Some(t) = failing
+                .iter()
+                .find(|t| t.database == database && mentions(&formatted, &t.table))
+            {
                 let error = st
                     .failing
                     .lock()
@@ -57,19 +64,32 @@ impl Engine {
                     .unwrap_or_default();
                 return Err(EngineError::TableUnavailable {
                     shard,
-                    table: t.clone(),
+                    table: t.to_string(),
                     reason: error,
                 });
             }
-            // Nothing to read yet: the router treats this as "no rows here".
-            if !st.created.load(Ordering::Acquire) {
-                return Err(EngineError::InvalidQuery(format!(
-                    "Database {} does not exist. (UNKNOWN_DATABASE)",
-                    st.db
-                )));
-            }
         }
-        conn.execute(&format!("USE {}", layout::ident(&layout::shard_db(shard))))?;
+        let exists = st.as_ref().is_some_and(|st| {
+            st.created.load(Ordering::Acquire)
+                && (database.is_empty() || st.databases.lock().contains_key(database))
+        });
+        // Nothing to read yet: the router treats this as "no rows here".
+        if !exists {
+            return Err(EngineError::InvalidQuery(format!(
+                "Database {} does not exist. (UNKNOWN_DATABASE)",
+                if database.is_empty() {
+                    layout::shard_db(shard)
+                } else {
+                    database.to_string()
+                }
+            )));
+        }
+        let db = if database.is_empty() {
+            layout::shard_db(shard)
+        } else {
+            layout::data_db(shard, database)
+        };
+        conn.execute(&format!("USE {}", layout::ident(&db)))?;
         conn.query(&formatted)
     }
 }

@@ -22,6 +22,7 @@ fn engine() -> &'static Engine {
             pool_size: 2,
             flush_max_rows: 1_000,
             flush_max_age: Duration::from_millis(50),
+            ..Default::default()
         })
         .expect("open engine")
     })
@@ -37,7 +38,7 @@ fn f(v: f64) -> FieldValue {
 
 fn count_final(e: &Engine, shard: u32, table: &str) -> u64 {
     scalar(
-        &e.query(shard, &format!("SELECT count() FROM {table} FINAL"))
+        &e.query(shard, "db", &format!("SELECT count() FROM {table} FINAL"))
             .expect("count"),
     )
 }
@@ -53,13 +54,13 @@ fn schema_is_created_per_shard_database() {
         .field("host_name", FieldValue::Str("a".into()))
         .field("bytes", FieldValue::UInt(7))];
     let series = encode_series(&[(11, "cpu", "cpu,host=a")]).unwrap();
-    e.apply(shard, 3, "cpu", &points(&rows), &series).unwrap();
+    e.apply(shard, 3, "db", "cpu", &points(&rows), &series)
+        .unwrap();
     e.flush_all().unwrap();
     assert_eq!(e.flushed_index(shard), 3);
 
     let cols = e
-        .query(
-            shard,
+        .query(shard, "db",
             "SELECT name, type FROM system.columns WHERE database = currentDatabase() AND table = 'cpu' ORDER BY position",
         )
         .unwrap();
@@ -82,33 +83,41 @@ fn schema_is_created_per_shard_database() {
         [
             "DateTime64(9)",
             "UInt64",
-            "Nullable(Float64)",
-            "Nullable(Int64)",
-            "Nullable(Bool)",
-            "Nullable(String)",
-            "Nullable(UInt64)"
+            "SimpleAggregateFunction(anyLast, Nullable(Float64))",
+            "SimpleAggregateFunction(anyLast, Nullable(Int64))",
+            "SimpleAggregateFunction(anyLast, Nullable(Bool))",
+            "SimpleAggregateFunction(anyLast, Nullable(String))",
+            "SimpleAggregateFunction(anyLast, Nullable(UInt64))"
         ]
     );
     let sorting = e
-        .query(shard, "SELECT sorting_key, engine FROM system.tables WHERE database = currentDatabase() AND name = 'cpu'")
+        .query(shard, "db", "SELECT sorting_key, engine FROM system.tables WHERE database = currentDatabase() AND name = 'cpu'")
         .unwrap();
     assert_eq!(col_strings(&sorting, 0), ["series_id, time"]);
-    assert_eq!(col_strings(&sorting, 1), ["ReplacingMergeTree"]);
-    let db = e.query(shard, "SELECT currentDatabase()").unwrap();
-    assert_eq!(col_strings(&db, 0), ["shard_0001"]);
+    assert_eq!(col_strings(&sorting, 1), ["AggregatingMergeTree"]);
+    let db = e.query(shard, "db", "SELECT currentDatabase()").unwrap();
+    assert_eq!(
+        col_strings(&db, 0),
+        [shardhouse_engine::layout::data_db(1, "db")]
+    );
     let s = e
         .query(
             shard,
-            "SELECT series_id, measurement, tags FROM _series FINAL",
+            "db",
+            "SELECT series_id, measurement, toString(tags), tags['host'] FROM _series FINAL",
         )
         .unwrap();
     assert_eq!(col_strings(&s, 0), ["11"]);
-    assert_eq!(col_strings(&s, 2), ["cpu,host=a"]);
-    let flushed = e.query(shard, "SELECT max(`index`) FROM _flushed").unwrap();
+    assert_eq!(col_strings(&s, 2), ["{'host':'a'}"]);
+    assert_eq!(col_strings(&s, 3), ["a"]);
+    let flushed = e
+        .query(shard, "", "SELECT max(`index`) FROM _flushed")
+        .unwrap();
     assert_eq!(scalar(&flushed), 3);
     let v = e
         .query(
             shard,
+            "db",
             "SELECT toUnixTimestamp64Nano(time), usage, cores, up, host_name, bytes FROM cpu FINAL",
         )
         .unwrap();
@@ -140,7 +149,7 @@ fn new_fields_add_columns_while_writing() {
                 })
                 .collect();
             engine()
-                .apply(shard, idx, "cpu", &points(&rows), &[])
+                .apply(shard, idx, "db", "cpu", &points(&rows), &[])
                 .unwrap();
         }
     });
@@ -149,12 +158,12 @@ fn new_fields_add_columns_while_writing() {
     assert_eq!(e.flushed_index(shard), 60);
     assert_eq!(count_final(e, shard, "cpu"), 6000);
     let r = e
-        .query(shard, "SELECT countIf(b IS NOT NULL), countIf(c IS NOT NULL), countIf(a IS NULL) FROM cpu FINAL")
+        .query(shard, "db", "SELECT countIf(b IS NOT NULL), countIf(c IS NOT NULL), countIf(a IS NULL) FROM cpu FINAL")
         .unwrap();
     assert_eq!(col_strings(&r, 0), ["4100"]);
     assert_eq!(col_strings(&r, 1), ["2100"]);
     assert_eq!(col_strings(&r, 2), ["0"]);
-    let flushes = e.query(shard, "SELECT count() FROM _flushed").unwrap();
+    let flushes = e.query(shard, "", "SELECT count() FROM _flushed").unwrap();
     assert!(scalar(&flushes) >= 1);
 }
 
@@ -171,21 +180,37 @@ fn type_conflict_names_field_stored_and_offered_types() {
     };
     let shard = 3;
     // Admission alone decides nothing: only applied entries do.
-    e.admit(shard, "weather", &schema("temperature", DataType::Float64))
-        .unwrap();
-    e.admit(shard, "weather", &schema("temperature", DataType::Utf8))
-        .unwrap();
+    e.admit(
+        shard,
+        "db",
+        "weather",
+        &schema("temperature", DataType::Float64),
+    )
+    .unwrap();
+    e.admit(
+        shard,
+        "db",
+        "weather",
+        &schema("temperature", DataType::Utf8),
+    )
+    .unwrap();
     let rows = vec![PointRow::new(1, 1).field("temperature", f(21.5))];
     e.apply(
         shard,
         1,
+        "db",
         "weather",
         &encode_points("weather", &rows).unwrap(),
         &[],
     )
     .unwrap();
     let err = e
-        .admit(shard, "weather", &schema("temperature", DataType::Utf8))
+        .admit(
+            shard,
+            "db",
+            "weather",
+            &schema("temperature", DataType::Utf8),
+        )
         .unwrap_err();
     assert!(
         matches!(err, EngineError::FieldTypeConflict { .. }),
@@ -201,6 +226,7 @@ fn type_conflict_names_field_stored_and_offered_types() {
     e.apply(
         shard,
         2,
+        "db",
         "weather",
         &encode_points("weather", &rows).unwrap(),
         &[],
@@ -208,7 +234,12 @@ fn type_conflict_names_field_stored_and_offered_types() {
     .unwrap();
     e.flush_all().unwrap();
     let err = e
-        .admit(shard, "weather", &schema("pressure", DataType::Boolean))
+        .admit(
+            shard,
+            "db",
+            "weather",
+            &schema("pressure", DataType::Boolean),
+        )
         .unwrap_err()
         .to_string();
     assert!(
@@ -216,16 +247,16 @@ fn type_conflict_names_field_stored_and_offered_types() {
         "{err}"
     );
     // Another shard has decided nothing about `weather`.
-    e.admit(7, "weather", &schema("pressure", DataType::Boolean))
+    e.admit(7, "db", "weather", &schema("pressure", DataType::Boolean))
         .unwrap();
     // Bad shapes are rejected before proposing.
     let bad = Schema::new(vec![Field::new("time", ts.clone(), false)]);
     assert!(matches!(
-        e.admit(shard, "weather", &bad),
+        e.admit(shard, "db", "weather", &bad),
         Err(EngineError::InvalidBatch { .. })
     ));
     assert!(matches!(
-        e.admit(shard, "_series", &schema("v", DataType::Float64)),
+        e.admit(shard, "db", "_series", &schema("v", DataType::Float64)),
         Err(EngineError::InvalidMeasurement { .. })
     ));
 }
@@ -242,10 +273,10 @@ fn a_conflicting_entry_is_rejected_on_apply_in_log_order() {
     let int = encode_points("m", &[PointRow::new(2, 1).field("g", FieldValue::Int(7))]).unwrap();
     // Shard 21: float first. Shard 22: int first (another shard's log order).
     assert!(matches!(
-        e.apply(21, 1, "m", &float, &[]).unwrap(),
+        e.apply(21, 1, "db", "m", &float, &[]).unwrap(),
         Applied::Stored
     ));
-    match e.apply(21, 2, "m", &int, &[]).unwrap() {
+    match e.apply(21, 2, "db", "m", &int, &[]).unwrap() {
         Applied::Rejected(EngineError::FieldTypeConflict {
             field,
             stored,
@@ -260,39 +291,52 @@ fn a_conflicting_entry_is_rejected_on_apply_in_log_order() {
         other => panic!("expected a conflict, got {other:?}"),
     }
     assert!(matches!(
-        e.apply(22, 1, "m", &int, &[]).unwrap(),
+        e.apply(22, 1, "db", "m", &int, &[]).unwrap(),
         Applied::Stored
     ));
     assert!(matches!(
-        e.apply(22, 2, "m", &float, &[]).unwrap(),
+        e.apply(22, 2, "db", "m", &float, &[]).unwrap(),
         Applied::Rejected(_)
     ));
     // The rejected entry counts as applied: replaying it changes nothing.
     assert!(matches!(
-        e.apply(21, 2, "m", &int, &[]).unwrap(),
+        e.apply(21, 2, "db", "m", &int, &[]).unwrap(),
         Applied::Stored
     ));
     e.flush_all().unwrap();
     let r = e
-        .query(21, "SELECT series_id, g FROM m FINAL ORDER BY series_id")
+        .query(
+            21,
+            "db",
+            "SELECT series_id, g FROM m FINAL ORDER BY series_id",
+        )
         .unwrap();
     assert_eq!(col_strings(&r, 0), ["1"]);
     assert_eq!(col_strings(&r, 1), ["1.5"]);
     let r = e
-        .query(22, "SELECT series_id, g FROM m FINAL ORDER BY series_id")
+        .query(
+            22,
+            "db",
+            "SELECT series_id, g FROM m FINAL ORDER BY series_id",
+        )
         .unwrap();
     assert_eq!(col_strings(&r, 0), ["2"]);
     assert_eq!(col_strings(&r, 1), ["7"]);
-    let t = e.query(21, "SELECT type FROM system.columns WHERE database = 'shard_0021' AND table = 'm' AND name = 'g'").unwrap();
-    assert_eq!(col_strings(&t, 0), ["Nullable(Float64)"]);
+    let t = e.query(21, "db", "SELECT type FROM system.columns WHERE database = currentDatabase() AND table = 'm' AND name = 'g'").unwrap();
+    assert_eq!(
+        col_strings(&t, 0),
+        ["SimpleAggregateFunction(anyLast, Nullable(Float64))"]
+    );
     // One entry carrying both types (a coalesced write) is rejected whole.
     let both = [
         TableBatchRef {
+            database: "db",
             measurement: "n",
             points_ipc: &float_bytes("n"),
             series_ipc: &Bytes::new(),
         },
         TableBatchRef {
+            database: "db",
             measurement: "n",
             points_ipc: &int_bytes("n"),
             series_ipc: &Bytes::new(),
@@ -302,7 +346,7 @@ fn a_conflicting_entry_is_rejected_on_apply_in_log_order() {
         e.apply_tables(23, 1, &both).unwrap(),
         Applied::Rejected(_)
     ));
-    assert_eq!(e.field_type(23, "n", "g"), None);
+    assert_eq!(e.field_type(23, "db", "n", "g"), None);
 }
 
 fn float_bytes(m: &str) -> Bytes {
@@ -321,11 +365,12 @@ fn last_write_wins_for_duplicate_series_and_time() {
     let rows: Vec<PointRow> = (0..5_000)
         .map(|i| PointRow::new(1, 100).field("v", f(i as f64)))
         .collect();
-    e.apply(shard, 1, "cpu", &points(&rows), &[]).unwrap();
+    e.apply(shard, 1, "db", "cpu", &points(&rows), &[]).unwrap();
     // Across entries flushed together.
     e.apply(
         shard,
         2,
+        "db",
         "cpu",
         &points(&[PointRow::new(2, 100).field("v", f(1.0))]),
         &[],
@@ -334,6 +379,7 @@ fn last_write_wins_for_duplicate_series_and_time() {
     e.apply(
         shard,
         3,
+        "db",
         "cpu",
         &points(&[PointRow::new(2, 100).field("v", f(2.0))]),
         &[],
@@ -344,6 +390,7 @@ fn last_write_wins_for_duplicate_series_and_time() {
     e.apply(
         shard,
         4,
+        "db",
         "cpu",
         &points(&[PointRow::new(3, 100).field("v", f(1.0))]),
         &[],
@@ -353,6 +400,7 @@ fn last_write_wins_for_duplicate_series_and_time() {
     e.apply(
         shard,
         5,
+        "db",
         "cpu",
         &points(&[PointRow::new(3, 100).field("v", f(3.0))]),
         &[],
@@ -362,6 +410,7 @@ fn last_write_wins_for_duplicate_series_and_time() {
     let r = e
         .query(
             shard,
+            "db",
             "SELECT series_id, v FROM cpu FINAL ORDER BY series_id",
         )
         .unwrap();
@@ -377,22 +426,24 @@ fn reflushing_the_same_rows_does_not_duplicate_them() {
         .map(|i| PointRow::new(i % 50, i as i64).field("v", f(i as f64)))
         .collect();
     let bytes = points(&rows);
-    e.apply(shard, 1, "cpu", &bytes, &[]).unwrap();
+    e.apply(shard, 1, "db", "cpu", &bytes, &[]).unwrap();
     e.flush_all().unwrap();
     // A crash after the data but before the index was recorded replays the
     // entry: the same rows are written again under a later index.
-    e.apply(shard, 2, "cpu", &bytes, &[]).unwrap();
+    e.apply(shard, 2, "db", "cpu", &bytes, &[]).unwrap();
     e.flush_all().unwrap();
-    let raw = scalar(&e.query(shard, "SELECT count() FROM cpu").unwrap());
+    let raw = scalar(&e.query(shard, "db", "SELECT count() FROM cpu").unwrap());
     assert!(raw == 4_000 || raw == 2_000, "raw {raw}");
     assert_eq!(count_final(e, shard, "cpu"), 2_000);
-    let sum = e.query(shard, "SELECT sum(v) FROM cpu FINAL").unwrap();
+    let sum = e
+        .query(shard, "db", "SELECT sum(v) FROM cpu FINAL")
+        .unwrap();
     assert_eq!(
         col_strings(&sum, 0),
         [format!("{}.0", (0..2_000).sum::<i32>())]
     );
     // Replaying an index at or below the applied one is a no-op.
-    e.apply(shard, 2, "cpu", &bytes, &[]).unwrap();
+    e.apply(shard, 2, "db", "cpu", &bytes, &[]).unwrap();
     e.flush_all().unwrap();
     assert_eq!(e.flushed_index(shard), 2);
 }
@@ -414,10 +465,12 @@ fn export_import_and_drop_a_shard() {
         (2, "cpu", "cpu,h=2"),
     ])
     .unwrap();
-    e.apply(src, 9, "cpu", &points(&rows), &series).unwrap();
+    e.apply(src, 9, "db", "cpu", &points(&rows), &series)
+        .unwrap();
     e.apply(
         src,
         10,
+        "db",
         "mem",
         &encode_points(
             "mem",
@@ -434,6 +487,7 @@ fn export_import_and_drop_a_shard() {
     e.apply(
         dst,
         1,
+        "db",
         "disk",
         &encode_points("disk", &[PointRow::new(1, 1).field("u", f(1.0))]).unwrap(),
         &[],
@@ -448,15 +502,16 @@ fn export_import_and_drop_a_shard() {
     let tables = e
         .query(
             dst,
+            "db",
             "SELECT name FROM system.tables WHERE database = currentDatabase() ORDER BY name",
         )
         .unwrap();
     assert_eq!(
         col_strings(&tables, 0),
-        ["_flushed", "_series", "cpu", "mem"]
+        ["_database", "_samples", "_series", "cpu", "mem"]
     );
     let sum = e
-        .query(dst, "SELECT sum(v), any(s) FROM cpu FINAL")
+        .query(dst, "db", "SELECT sum(v), any(s) FROM cpu FINAL")
         .unwrap();
     assert_eq!(
         col_strings(&sum, 0),
@@ -464,10 +519,11 @@ fn export_import_and_drop_a_shard() {
     );
     assert_eq!(col_strings(&sum, 1), ["x"]);
     // Entries at or below the imported index are skipped, later ones apply.
-    e.apply(dst, 10, "cpu", &points(&rows), &[]).unwrap();
+    e.apply(dst, 10, "db", "cpu", &points(&rows), &[]).unwrap();
     e.apply(
         dst,
         11,
+        "db",
         "cpu",
         &points(&[PointRow::new(9, 9).field("v", f(1.0))]),
         &[],
@@ -480,7 +536,7 @@ fn export_import_and_drop_a_shard() {
     e.drop_shard(src).unwrap();
     assert_eq!(e.flushed_index(src), 0);
     let dbs = e
-        .query_global("SELECT count() FROM system.databases WHERE name = 'shard_0006'")
+        .query_global("SELECT count() FROM system.databases WHERE name LIKE 'shard\\_0006%'")
         .unwrap();
     assert_eq!(scalar(&dbs), 0);
 }
@@ -511,6 +567,7 @@ fn background_flusher_flushes_by_age_and_size() {
     e.apply(
         shard,
         1,
+        "db",
         "cpu",
         &points(&[PointRow::new(1, 1).field("v", f(1.0))]),
         &[],
@@ -547,11 +604,13 @@ fn one_entry_carries_several_tables_all_or_nothing() {
         1,
         &[
             TableBatchRef {
+                database: "db",
                 measurement: "cpu",
                 points_ipc: &Bytes::from(cpu),
                 series_ipc: &Bytes::new(),
             },
             TableBatchRef {
+                database: "db",
                 measurement: "mem",
                 points_ipc: &Bytes::from(mem),
                 series_ipc: &Bytes::new(),
@@ -567,11 +626,13 @@ fn one_entry_carries_several_tables_all_or_nothing() {
             2,
             &[
                 TableBatchRef {
+                    database: "db",
                     measurement: "cpu",
                     points_ipc: &Bytes::from(more_cpu),
                     series_ipc: &Bytes::new(),
                 },
                 TableBatchRef {
+                    database: "db",
                     measurement: "mem",
                     points_ipc: &Bytes::from_static(b"not an arrow stream"),
                     series_ipc: &Bytes::new(),
@@ -598,7 +659,8 @@ fn a_flush_syncs_its_parts_before_the_flushed_index_moves() {
     let before = syncs();
     let rows = vec![PointRow::new(5, 1_000).field("usage", f(1.0))];
     let series = encode_series(&[(5, "cpu", "cpu,host=s")]).unwrap();
-    e.apply(shard, 7, "cpu", &points(&rows), &series).unwrap();
+    e.apply(shard, 7, "db", "cpu", &points(&rows), &series)
+        .unwrap();
     e.flush_shard(shard).unwrap();
     assert_eq!(e.flushed_index(shard), 7);
     assert!(
@@ -623,11 +685,13 @@ fn an_unstorable_table_in_an_old_entry_is_skipped_and_the_rest_kept() {
         Bytes::from(encode_points("good", &[PointRow::new(2, 1).field("v", f(2.0))]).unwrap());
     let tables = [
         TableBatchRef {
+            database: "db",
             measurement: &bad_name,
             points_ipc: &bad,
             series_ipc: &Bytes::new(),
         },
         TableBatchRef {
+            database: "db",
             measurement: "good",
             points_ipc: &good,
             series_ipc: &Bytes::new(),
@@ -641,5 +705,8 @@ fn an_unstorable_table_in_an_old_entry_is_skipped_and_the_rest_kept() {
     assert_eq!(e.flushed_index(shard), 1);
     assert!(e.flush_failures().iter().all(|f| f.shard != shard));
     assert_eq!(count_final(e, shard, "good"), 1);
-    assert_eq!(col_strings(&e.query(shard, "SELECT 1").unwrap(), 0), ["1"]);
+    assert_eq!(
+        col_strings(&e.query(shard, "db", "SELECT 1").unwrap(), 0),
+        ["1"]
+    );
 }

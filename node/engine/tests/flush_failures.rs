@@ -37,6 +37,7 @@ fn a_table_that_cannot_flush_stops_nothing_else() {
         pool_size: 2,
         flush_max_rows: 1_000,
         flush_max_age: Duration::from_millis(50),
+        ..Default::default()
     })
     .unwrap();
     // The shard exists with a healthy table; then a table named like the
@@ -45,16 +46,17 @@ fn a_table_that_cannot_flush_stops_nothing_else() {
         let r = [PointRow::new(sid, t).field("v", FieldValue::Float(1.0))];
         encode_points("good", &r).unwrap()
     };
-    e.apply(SHARD, 1, "good", &good(1, 1), &[]).unwrap();
+    e.apply(SHARD, 1, "db", "good", &good(1, 1), &[]).unwrap();
     e.flush_shard(SHARD).unwrap();
     assert_eq!(e.flushed_index(SHARD), 1);
-    e.query_global("CREATE TABLE shard_0005.m (x UInt8) ENGINE = Memory")
+    let db = shardhouse_engine::layout::data_db(SHARD, "db");
+    e.query_global(&format!("CREATE TABLE {db}.m (x UInt8) ENGINE = Memory"))
         .unwrap();
 
-    e.apply(SHARD, 2, "m", &rows(7, 2), &[]).unwrap();
-    e.apply(SHARD, 3, "good", &good(2, 3), &[]).unwrap();
-    e.apply(SHARD, 4, "m", &rows(8, 4), &[]).unwrap();
-    e.apply(SHARD, 5, "good", &good(3, 5), &[]).unwrap();
+    e.apply(SHARD, 2, "db", "m", &rows(7, 2), &[]).unwrap();
+    e.apply(SHARD, 3, "db", "good", &good(2, 3), &[]).unwrap();
+    e.apply(SHARD, 4, "db", "m", &rows(8, 4), &[]).unwrap();
+    e.apply(SHARD, 5, "db", "good", &good(3, 5), &[]).unwrap();
     assert!(e.flush_shard(SHARD).is_err(), "the bad table fails");
 
     // The healthy table flushed; the index stops below the first bad entry.
@@ -62,19 +64,25 @@ fn a_table_that_cannot_flush_stops_nothing_else() {
     let failures = e.flush_failures();
     assert_eq!(failures.len(), 1, "{failures:?}");
     assert_eq!(failures[0].shard, SHARD);
-    assert_eq!(failures[0].tables, ["m"]);
+    assert_eq!(failures[0].tables, ["db/m"]);
     assert!(failures[0].attempts >= 1);
     // Reads of everything else work; a read of the failing table says why.
-    let r = e.query(SHARD, "SELECT count() FROM good FINAL").unwrap();
+    let r = e
+        .query(SHARD, "db", "SELECT count() FROM good FINAL")
+        .unwrap();
     assert_eq!(scalar(&r), 3);
-    assert_eq!(col_strings(&e.query(SHARD, "SELECT 1").unwrap(), 0), ["1"]);
-    match e.query(SHARD, "SELECT * FROM m") {
-        Err(EngineError::TableUnavailable { table, .. }) => assert_eq!(table, "m"),
+    assert_eq!(
+        col_strings(&e.query(SHARD, "db", "SELECT 1").unwrap(), 0),
+        ["1"]
+    );
+    match e.query(SHARD, "db", "SELECT * FROM m") {
+        Err(EngineError::TableUnavailable { table, .. }) => assert_eq!(table, "db/m"),
         other => panic!("expected TableUnavailable, got {other:?}"),
     }
     // Writing on continues; retries are backed off, not once per tick.
     for i in 6..40 {
-        e.apply(SHARD, i, "good", &good(i, i as i64), &[]).unwrap();
+        e.apply(SHARD, i, "db", "good", &good(i, i as i64), &[])
+            .unwrap();
         std::thread::sleep(Duration::from_millis(25));
     }
     let attempts = e.flush_failures()[0].attempts;
@@ -84,19 +92,23 @@ fn a_table_that_cannot_flush_stops_nothing_else() {
     );
     wait_for("good rows flushed", || {
         scalar(
-            &e.query_global("SELECT count() FROM shard_0005.good FINAL")
+            &e.query_global(&format!("SELECT count() FROM {db}.good FINAL"))
                 .unwrap(),
         ) == 37
     });
     assert_eq!(e.flushed_index(SHARD), 1);
 
     // The operator removes the cause: the next retry stores the rows.
-    e.query_global("DROP TABLE shard_0005.m SYNC").unwrap();
+    e.query_global(&format!("DROP TABLE {db}.m SYNC")).unwrap();
     e.flush_shard(SHARD).unwrap();
     assert!(e.flush_failures().is_empty());
     assert_eq!(e.flushed_index(SHARD), 39);
     let r = e
-        .query(SHARD, "SELECT series_id, v FROM m FINAL ORDER BY series_id")
+        .query(
+            SHARD,
+            "db",
+            "SELECT series_id, v FROM m FINAL ORDER BY series_id",
+        )
         .unwrap();
     assert_eq!(col_strings(&r, 0), ["7", "8"]);
     assert_eq!(col_strings(&r, 1), ["2.0", "4.0"]);

@@ -26,20 +26,35 @@ fn engine() -> &'static Engine {
             pool_size: 2,
             flush_max_rows: 1_000,
             flush_max_age: Duration::from_millis(50),
+            ..Default::default()
         })
         .expect("open engine");
         let rows = [PointRow::new(1, 1_700_000_000_123_456_789).field("v", FieldValue::Float(1.0))];
-        e.apply(SHARD, 1, "cpu", &encode_points("cpu", &rows).unwrap(), &[])
-            .unwrap();
+        e.apply(
+            SHARD,
+            1,
+            "db",
+            "cpu",
+            &encode_points("cpu", &rows).unwrap(),
+            &[],
+        )
+        .unwrap();
         let odd = [PointRow::new(2, 5).field("v", FieldValue::Float(2.0))];
-        e.apply(SHARD, 2, "a;b", &encode_points("a;b", &odd).unwrap(), &[])
-            .unwrap();
+        e.apply(
+            SHARD,
+            2,
+            "db",
+            "a;b",
+            &encode_points("a;b", &odd).unwrap(),
+            &[],
+        )
+        .unwrap();
         e
     })
 }
 
 fn refused(sql: &str) -> String {
-    match engine().query(SHARD, sql) {
+    match engine().query(SHARD, "db", sql) {
         Err(e @ (EngineError::QueryRefused(_) | EngineError::InvalidQuery(_))) => e.to_string(),
         other => panic!("{sql:?} must be refused, got {other:?}"),
     }
@@ -85,7 +100,9 @@ fn only_one_select_runs_and_it_writes_nothing() {
         refused(&sql);
     }
     assert!(!out.exists(), "INTO OUTFILE wrote {}", out.display());
-    let r = engine().query(SHARD, "SELECT count() FROM cpu").unwrap();
+    let r = engine()
+        .query(SHARD, "db", "SELECT count() FROM cpu")
+        .unwrap();
     assert_eq!(col_strings(&r, 0), ["1"], "nothing was inserted");
 }
 
@@ -93,17 +110,18 @@ fn only_one_select_runs_and_it_writes_nothing() {
 fn selects_the_old_check_refused_now_run() {
     let e = engine();
     let r = e
-        .query(SHARD, "WITH x AS (SELECT 1 AS n) SELECT n FROM x")
+        .query(SHARD, "db", "WITH x AS (SELECT 1 AS n) SELECT n FROM x")
         .unwrap();
     assert_eq!(col_strings(&r, 0), ["1"]);
-    let r = e.query(SHARD, "SELECT 'a;b'").unwrap();
+    let r = e.query(SHARD, "db", "SELECT 'a;b'").unwrap();
     assert_eq!(col_strings(&r, 0), ["a;b"]);
     // A measurement whose name holds `;` is queryable.
-    let r = e.query(SHARD, "SELECT v FROM `a;b` FINAL").unwrap();
+    let r = e.query(SHARD, "db", "SELECT v FROM `a;b` FINAL").unwrap();
     assert_eq!(col_strings(&r, 0), ["2.0"]);
     let r = e
         .query(
             SHARD,
+            "db",
             "SELECT count() FROM cpu UNION ALL SELECT count() FROM `a;b`;",
         )
         .unwrap();
@@ -115,6 +133,7 @@ fn times_come_back_in_utc_whatever_the_machine_zone() {
     let r = engine()
         .query(
             SHARD,
+            "db",
             "SELECT time, toString(time) AS s, toHour(time) AS h FROM cpu",
         )
         .unwrap();
@@ -138,7 +157,7 @@ fn times_come_back_in_utc_whatever_the_machine_zone() {
 #[test]
 fn reader_connections_are_read_only_and_utc() {
     let r = engine()
-        .query(SHARD, "SELECT toString(getSetting('readonly')), toString(getSetting('session_timezone')), timezone()")
+        .query(SHARD, "db", "SELECT toString(getSetting('readonly')), toString(getSetting('session_timezone')), timezone()")
         .unwrap();
     assert_eq!(col_strings(&r, 0), ["1"]);
     assert_eq!(col_strings(&r, 1), ["UTC"]);

@@ -35,23 +35,28 @@ fn open(dir: &Path) -> Engine {
         // Long age bound: only explicit flushes write, so the test knows
         // exactly what is durable when the writer dies.
         flush_max_age: Duration::from_secs(3600),
+        ..Default::default()
     })
     .unwrap()
 }
 
 fn count(e: &Engine) -> u64 {
-    common::scalar(&e.query(SHARD, "SELECT count() FROM cpu FINAL").unwrap())
+    common::scalar(
+        &e.query(SHARD, "db", "SELECT count() FROM cpu FINAL")
+            .unwrap(),
+    )
 }
 
 fn writer(dir: &Path) {
     let e = open(dir);
     let series = encode_series(&[(1, "cpu", "cpu,host=a")]).unwrap();
     for idx in 1..=5 {
-        e.apply(SHARD, idx, "cpu", &entry(idx), &series).unwrap();
+        e.apply(SHARD, idx, "db", "cpu", &entry(idx), &series)
+            .unwrap();
     }
     e.flush_all().unwrap();
     // Applied but never flushed: lives only in the (simulated) WAL.
-    e.apply(SHARD, 6, "cpu", &entry(6), &[]).unwrap();
+    e.apply(SHARD, 6, "db", "cpu", &entry(6), &[]).unwrap();
     // Die without shutdown or destructors: kill -9 ourselves (abort would
     // write a core dump of a process with chDB mapped, which takes minutes).
     let _ = Command::new("kill")
@@ -75,16 +80,19 @@ fn reader(dir: &Path) {
         arrow_schema::Field::new("series_id", arrow_schema::DataType::UInt64, false),
         arrow_schema::Field::new("v", arrow_schema::DataType::Utf8, true),
     ]);
-    let err = e.admit(SHARD, "cpu", &conflict).unwrap_err().to_string();
+    let err = e
+        .admit(SHARD, "db", "cpu", &conflict)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("Float64"), "{err}");
     // WAL replay from the start: entries <= 5 are skipped, 6 is applied.
     for idx in 1..=6 {
-        e.apply(SHARD, idx, "cpu", &entry(idx), &[]).unwrap();
+        e.apply(SHARD, idx, "db", "cpu", &entry(idx), &[]).unwrap();
     }
     e.flush_all().unwrap();
     assert_eq!(e.flushed_index(SHARD), 6);
     assert_eq!(count(&e), 6_000);
-    let raw = common::scalar(&e.query(SHARD, "SELECT count() FROM cpu").unwrap());
+    let raw = common::scalar(&e.query(SHARD, "db", "SELECT count() FROM cpu").unwrap());
     assert_eq!(raw, 6_000, "skipped entries must not be written again");
 }
 

@@ -53,6 +53,10 @@ pub struct NodeOptions {
     /// How often the node checks whether it leads more than its fair share
     /// of shards and hands one to a replica that leads fewer; 0 = never.
     pub leader_balance_interval_ms: u64,
+    /// Retention of databases that set none, in seconds; 0 = keep forever.
+    pub default_retention_secs: u64,
+    /// How often expired day partitions are looked for (ms).
+    pub retention_check_interval_ms: u64,
 }
 
 impl Default for NodeOptions {
@@ -89,6 +93,8 @@ impl Default for NodeOptions {
             wal_poll_threads: 2,
             wal_apply_threads: 2,
             leader_balance_interval_ms: 5_000,
+            default_retention_secs: 0,
+            retention_check_interval_ms: 60_000,
         }
     }
 }
@@ -192,6 +198,12 @@ pub struct Cli {
     /// How often to check for an unfair share of leaderships (ms); 0 = off.
     #[arg(long, env = "SHARDHOUSE_NODE_LEADER_BALANCE_INTERVAL_MS")]
     pub leader_balance_interval_ms: Option<u64>,
+    /// Retention (s) of databases that set none; 0 = keep forever.
+    #[arg(long, env = "SHARDHOUSE_NODE_DEFAULT_RETENTION_SECS")]
+    pub default_retention_secs: Option<u64>,
+    /// How often expired day partitions are looked for (ms).
+    #[arg(long, env = "SHARDHOUSE_NODE_RETENTION_CHECK_INTERVAL_MS")]
+    pub retention_check_interval_ms: Option<u64>,
 }
 
 impl NodeOptions {
@@ -243,7 +255,9 @@ impl NodeOptions {
             background_nice,
             wal_poll_threads,
             wal_apply_threads,
-            leader_balance_interval_ms
+            leader_balance_interval_ms,
+            default_retention_secs,
+            retention_check_interval_ms
         );
         if cli.chdb_dir.is_some() {
             self.chdb_dir = cli.chdb_dir;

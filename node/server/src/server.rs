@@ -58,6 +58,9 @@ pub async fn run(
         },
         flush_max_rows: opts.flush_max_rows,
         flush_max_age: Duration::from_millis(opts.flush_max_age_ms),
+        default_retention: (opts.default_retention_secs > 0)
+            .then(|| Duration::from_secs(opts.default_retention_secs)),
+        retention_check_interval: Duration::from_millis(opts.retention_check_interval_ms),
     };
     let engine = Arc::new(
         tokio::task::spawn_blocking(move || {

@@ -8,10 +8,11 @@ use prost::Message as _;
 use protobuf::Message as _;
 use shardhouse_common::proto::{
     self, admin_client::AdminClient, write_response::Result as WriteResult, AdminReply,
-    ChangeReplicaRequest, CreateReplicaRequest, Overloaded, Peer, QueryRequest, QueryResponse,
-    RaftBatch, RaftDone, Rejected, ShardStatesReply, ShardStatesRequest, ShardUnavailable,
-    SnapshotChunk, TableBatch, TransferLeaderRequest, WalEntry, WriteManyRequest,
-    WriteManyResponse, WriteRequest, WriteResponse,
+    ChangeReplicaRequest, CreateReplicaRequest, DatabaseInfo, DatabasesReply, DatabasesRequest,
+    Overloaded, Peer, QueryRequest, QueryResponse, RaftBatch, RaftDone, Rejected, ShardStatesReply,
+    ShardStatesRequest, ShardUnavailable, SnapshotChunk, StorageRequest, TableBatch,
+    TransferLeaderRequest, WalEntry, WriteManyRequest, WriteManyResponse, WriteRequest,
+    WriteResponse,
 };
 use shardhouse_engine::EngineError;
 use shardhouse_wal::{Role, ShardStatus, WalError};
@@ -69,9 +70,18 @@ impl NodeService {
                 measurement: req.measurement,
                 points_ipc: req.points_ipc,
                 series_ipc: req.series_ipc,
+                database: req.database,
             });
         }
         for t in &tables {
+            if t.database.is_empty() {
+                return WriteResult::Rejected(Rejected {
+                    reason: format!(
+                        "the write to measurement {:?} names no database; set `database`",
+                        t.measurement
+                    ),
+                });
+            }
             let schema = match ctx.engine.stream_schema(&t.points_ipc) {
                 Ok(Some(schema)) => schema,
                 Ok(None) => {
@@ -94,7 +104,10 @@ impl NodeService {
             // In memory and brief: no block_in_place, which handed this
             // worker's core to another thread on every write (that thread
             // churn was ~3% of the machine at RF=3, 250k points/s).
-            if let Err(e) = ctx.engine.admit(shard, &t.measurement, &schema) {
+            if let Err(e) = ctx
+                .engine
+                .admit(shard, &t.database, &t.measurement, &schema)
+            {
                 return WriteResult::Rejected(Rejected {
                     reason: e.to_string(),
                 });
@@ -114,23 +127,11 @@ impl NodeService {
                 ),
             });
         };
-        // One table travels in the classic fields (readable by every
-        // version); several in `tables`.
-        let entry = if tables.len() == 1 {
-            let t = tables.pop().expect("one table");
-            WalEntry {
-                request_id: req.request_id,
-                measurement: t.measurement,
-                points_ipc: t.points_ipc,
-                series_ipc: t.series_ipc,
-                tables: Vec::new(),
-            }
-        } else {
-            WalEntry {
-                request_id: req.request_id,
-                tables,
-                ..WalEntry::default()
-            }
+        // Every table of the write, each with its database, in one entry.
+        let entry = WalEntry {
+            request_id: req.request_id,
+            tables,
+            ..WalEntry::default()
         }
         .encode_to_vec();
         match ctx.wal.propose(shard, entry).await {
@@ -213,14 +214,15 @@ impl proto::node_server::Node for NodeService {
             .await
             .map_err(|e| Status::unavailable(e.to_string()))?;
         let engine = Arc::clone(&self.ctx.engine);
-        let batches = tokio::task::spawn_blocking(move || engine.query(req.shard, &req.sql))
-            .await
-            .map_err(|e| Status::internal(e.to_string()))?
-            .map_err(|e| match e {
-                // Another replica may store the table fine.
-                EngineError::TableUnavailable { .. } => Status::unavailable(e.to_string()),
-                e => Status::invalid_argument(e.to_string()),
-            })?;
+        let batches =
+            tokio::task::spawn_blocking(move || engine.query(req.shard, &req.database, &req.sql))
+                .await
+                .map_err(|e| Status::internal(e.to_string()))?
+                .map_err(|e| match e {
+                    // Another replica may store the table fine.
+                    EngineError::TableUnavailable { .. } => Status::unavailable(e.to_string()),
+                    e => Status::invalid_argument(e.to_string()),
+                })?;
         let result_ipc = encode_ipc(&batches).map_err(|e| Status::internal(e.to_string()))?;
         Ok(Response::new(QueryResponse { result_ipc }))
     }
@@ -496,6 +498,47 @@ impl proto::admin_server::Admin for AdminService {
                 req.shard, req.to_node
             ),
         )))
+    }
+
+    async fn storage(
+        &self,
+        request: Request<StorageRequest>,
+    ) -> Result<Response<AdminReply>, Status> {
+        let req = request.into_inner();
+        let Some(op) = req.op else {
+            return Err(Status::invalid_argument("`op` is required"));
+        };
+        if let Err(e) = shardhouse_engine::ops::validate_op(&op) {
+            return Err(Status::invalid_argument(e));
+        }
+        let what = format!("shard {}: {:?}", req.shard, op.op);
+        let entry = WalEntry {
+            op: Some(op),
+            ..WalEntry::default()
+        }
+        .encode_to_vec();
+        let res = self.ctx.wal.propose(req.shard, entry).await.map(|_| ());
+        if let Err(WalError::Rejected(reason)) = &res {
+            return Err(Status::invalid_argument(reason.clone()));
+        }
+        Ok(Response::new(self.reply(res, &what)))
+    }
+
+    async fn databases(
+        &self,
+        _request: Request<DatabasesRequest>,
+    ) -> Result<Response<DatabasesReply>, Status> {
+        let engine = Arc::clone(&self.ctx.engine);
+        let databases = engine
+            .databases()
+            .into_iter()
+            .map(|d| DatabaseInfo {
+                name: d.name,
+                retention_ns: d.retention_ns,
+                shards: d.shards,
+            })
+            .collect();
+        Ok(Response::new(DatabasesReply { databases }))
     }
 
     async fn shard_states(

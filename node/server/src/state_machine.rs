@@ -35,17 +35,29 @@ impl StateMachine for EngineStateMachine {
                 )))
             }
         };
+        if let Some(op) = &entry.op {
+            return match self.engine.apply_op(shard, index, op) {
+                Ok(Applied::Stored) => Ok(ApplyOutcome::Applied),
+                Ok(Applied::Rejected(e)) => Ok(ApplyOutcome::Rejected(e.to_string())),
+                Err(e) => Err(format!("shard {shard} index {index}: {e}")),
+            };
+        }
         let mut tables: Vec<TableBatchRef<'_>> = entry
             .tables
             .iter()
             .map(|t| TableBatchRef {
+                database: &t.database,
                 measurement: &t.measurement,
                 points_ipc: &t.points_ipc,
                 series_ipc: &t.series_ipc,
             })
             .collect();
         if !entry.points_ipc.is_empty() {
+            // Layout 1's single-table shape names no database: it is
+            // rejected alike on every replica (data directories of layout 1
+            // are refused at start, see docs/storage.md).
             tables.push(TableBatchRef {
+                database: "",
                 measurement: &entry.measurement,
                 points_ipc: &entry.points_ipc,
                 series_ipc: &entry.series_ipc,

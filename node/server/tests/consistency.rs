@@ -106,9 +106,9 @@ async fn replicas_decide_a_new_fields_type_alike() -> Result<()> {
         };
         for addr in &addrs {
             let want_ty = if float {
-                "Nullable(Float64)"
+                "SimpleAggregateFunction(anyLast, Nullable(Float64))"
             } else {
-                "Nullable(Int64)"
+                "SimpleAggregateFunction(anyLast, Nullable(Int64))"
             };
             let same = query_i64(
                 addr,

@@ -501,6 +501,7 @@ impl Router {
                 series_ipc: Default::default(),
                 shard_map_epoch: 0,
                 tables: Vec::new(),
+                database: TEST_DATABASE.into(),
             };
             match client.write(req).await.map(|r| r.into_inner().result) {
                 Ok(Some(WriteResult::Committed(_))) => {
@@ -539,6 +540,9 @@ impl Router {
     }
 }
 
+/// The database the tests write to and read from.
+pub const TEST_DATABASE: &str = "db";
+
 /// Runs `sql` on one node's replica of `shard` and returns the first column as i64s.
 pub async fn query_i64(addr: &str, shard: u32, sql: &str) -> Result<Vec<i64>> {
     let mut c = NodeClient::connect(format!("http://{addr}"))
@@ -548,6 +552,7 @@ pub async fn query_i64(addr: &str, shard: u32, sql: &str) -> Result<Vec<i64>> {
         .query(QueryRequest {
             shard,
             sql: sql.into(),
+            database: TEST_DATABASE.into(),
         })
         .await?
         .into_inner();
