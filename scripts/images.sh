@@ -250,6 +250,57 @@ build_one() {
   log "$ref -> $file ($(du -m "$file" | cut -f1) MB, $((SECONDS - t0)) s)"
 }
 
+# The node image's own files are enough to serve: inside the unpacked root
+# filesystem, as its USER and with only the image's ENV, shardhouse-node
+# loads libpython and the chDB engine, opens its data directory (the
+# image's VOLUME), registers with an etcd on loopback, creates a one-shard
+# cluster and answers /health and /ready. (No network namespace needed:
+# chroot keeps the host's loopback.)
+node_opens_engine() { # WORK (rootfs at WORK/rootfs, config at WORK/dockerfile.cfg)
+  local w=$1 env=() key val
+  command -v etcd >/dev/null || die "etcd missing: apt-get install etcd-server"
+  while read -r key val; do
+    [ "$key" = ENV ] && env+=("$val")
+  done <"$w/dockerfile.cfg"
+  local user
+  user=$(sed -n 's/^USER //p' "$w/dockerfile.cfg")
+  local port ep pp
+  port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+  ep=$(port); pp=$(port)
+  etcd --data-dir "$w/etcd" --listen-client-urls "http://127.0.0.1:$ep" --advertise-client-urls "http://127.0.0.1:$ep" \
+    --listen-peer-urls "http://127.0.0.1:$pp" --initial-advertise-peer-urls "http://127.0.0.1:$pp" \
+    --initial-cluster "default=http://127.0.0.1:$pp" >"$w/etcd.log" 2>&1 &
+  local etcd_pid=$!
+  CHECK_PIDS+=("$etcd_pid")
+  chroot --userspec="$user:$user" "$w/rootfs" /usr/bin/busybox env -i \
+    PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/tmp "${env[@]}" \
+    /usr/local/bin/shardhouse-node --node-id 1 --data-dir /var/lib/shardhouse \
+    --grpc-listen 127.0.0.1:0 --http-listen 127.0.0.1:0 --advertise-host 127.0.0.1 \
+    --etcd-endpoints "http://127.0.0.1:$ep" --cluster imagecheck --init-cluster shards=1,rf=1,nodes=1 \
+    >"$w/node.out" 2>"$w/node.err" &
+  local node_pid=$!
+  CHECK_PIDS+=("$node_pid")
+  local http="" i
+  for i in $(seq 1 600); do
+    http=$(sed -n 's/^READY .*http=\([^ ]*\).*/\1/p' "$w/node.out" 2>/dev/null)
+    [ -n "$http" ] && break
+    kill -0 "$node_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  [ -n "$http" ] || die "node image: shardhouse-node did not start inside the image: $(tail -5 "$w/node.err")"
+  local ready=""
+  for i in $(seq 1 100); do
+    curl -sf "http://$http/ready" >/dev/null 2>&1 && { ready=1; break; }
+    sleep 0.2
+  done
+  curl -sf "http://$http/health" >/dev/null || die "node image: /health failed: $(tail -5 "$w/node.err")"
+  [ -n "$ready" ] || die "node image: /ready never answered 200: $(tail -5 "$w/node.err")"
+  grep -q "chDB engine loaded" "$w/node.err" || die "node image: no 'chDB engine loaded' in the node's log"
+  kill -TERM "$node_pid" 2>/dev/null; wait "$node_pid" 2>/dev/null || true
+  kill -TERM "$etcd_pid" 2>/dev/null; wait "$etcd_pid" 2>/dev/null || true
+  log "node image: the engine opens and the node serves /health and /ready as uid $user with the image's files only"
+}
+
 # --- --check: the archive against the Dockerfile, and the binaries run.
 check_one() {
   local name=$1 file df
@@ -335,13 +386,20 @@ PY
     missing=$(chroot "$work/rootfs" /usr/bin/busybox true 2>&1; for so in /opt/chdb/chdb/_chdb.abi3.so "$LIBPYTHON"; do
       [ -e "$work/rootfs$so" ] || echo "$so missing"; done)
     [ -z "$missing" ] || die "node: $missing"
+    node_opens_engine "$work"
   fi
   rm -rf "$work"
   log "ok: $(image_ref "$name") matches docker/$name.Dockerfile; $entry runs ($(echo "$out" | head -1))"
 }
 
 WORKDIRS=()
-cleanup() { local w; for w in "${WORKDIRS[@]}"; do rm -rf "$w"; done; }
+CHECK_PIDS=()
+cleanup() {
+  local p w
+  for p in "${CHECK_PIDS[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+  for p in "${CHECK_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+  for w in "${WORKDIRS[@]}"; do rm -rf "$w"; done
+}
 trap cleanup EXIT
 for n in "${names[@]}"; do
   if ((CHECK)); then check_one "$n"; else build_one "$n"; fi

@@ -324,6 +324,15 @@ async fn apply(c: Arc<ShardhouseCluster>, ctx: Arc<Context>) -> Result<Action> {
 
     // Rebalance once every node pod is up and registered.
     let mut pending = 0u32;
+    // While node pods roll, leave leaderships where the upgrade puts them:
+    // balancing them would hand the next pod's leaderships straight back
+    // (seen on a real cluster: the upgrade moved them off node 3, the
+    // planner moved them back, for ever). Replica moves still run.
+    // (`OnDelete` never advances currentRevision: count the pods instead.)
+    let rolling = applied
+        .status
+        .as_ref()
+        .is_some_and(|s| s.updated_replicas.unwrap_or(0) < s.replicas);
     let live: BTreeSet<u64> = etcd.live.keys().copied().collect();
     let all_registered = (0..replicas).all(|o| live.contains(&resources::node_id_of_ordinal(o)));
     if let (Some((map, _)), Some(meta)) = (etcd.map.clone(), etcd.meta.take()) {
@@ -332,7 +341,7 @@ async fn apply(c: Arc<ShardhouseCluster>, ctx: Arc<Context>) -> Result<Action> {
                 .map(resources::node_id_of_ordinal)
                 .collect();
             match planner::plan(&map, &targets) {
-                Ok(moves) if !moves.is_empty() => {
+                Ok(moves) if worth_running(&moves, rolling) => {
                     publish(
                         &ctx,
                         &c,
@@ -460,6 +469,15 @@ async fn run_moves(exec: &mut Executor, moves: &[Move], limit: usize) -> (usize,
         done += 1;
     }
     (done, None)
+}
+
+/// Whether to run a plan now: not when empty, and not when it only moves
+/// leaderships while node pods are rolling.
+fn worth_running(moves: &[Move], rolling: bool) -> bool {
+    let leaders_only = moves
+        .iter()
+        .all(|m| matches!(m, Move::TransferLeader { .. }));
+    !moves.is_empty() && (!rolling || !leaders_only)
 }
 
 /// How many of `moves` one reconcile runs: at least `limit`, but never
@@ -765,6 +783,26 @@ mod tests {
             },
         ];
         assert_eq!(batch_len(&transfers, 1), 1);
+    }
+
+    #[test]
+    fn leader_balancing_waits_for_a_rolling_upgrade() {
+        let transfer = Move::TransferLeader {
+            shard: 0,
+            from: 3,
+            to: 1,
+        };
+        let add = Move::AddLearner { shard: 1, node: 4 };
+        assert!(worth_running(&[transfer.clone()], false));
+        assert!(
+            !worth_running(&[transfer.clone()], true),
+            "would undo the upgrade's transfers"
+        );
+        assert!(
+            worth_running(&[add, transfer], true),
+            "data moves still run"
+        );
+        assert!(!worth_running(&[], false));
     }
 
     #[test]

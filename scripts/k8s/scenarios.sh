@@ -264,6 +264,9 @@ for id in 4 5; do
   n=$(node_shards | tr ' ' '\n' | awk -F: -v id=$id '$1==id {print $2}')
   [ "${n:-0}" -gt 0 ] || fail "node $id holds no shard after scale-out: $(node_shards)"
 done
+# balanced: replica counts per node differ by at most one
+spread=$(node_shards | tr ' ' '\n' | awk -F: 'NF==3 {if (min=="" || $2<min) min=$2; if ($2>max) max=$2} END {print max-min}')
+[ "$spread" -le 1 ] || fail "replicas not balanced after scale-out: $(node_shards)"
 sleep 5
 load_stop scale_out "3 -> 5 nodes"
 scenarios=$((scenarios + 1))
