@@ -93,6 +93,8 @@ pub enum NameRule {
     Forbidden(&'static str),
     /// Starts with `_` (reserved for the engine's own tables).
     ReservedPrefix,
+    /// A tag key InfluxDB reserves (`time`).
+    ReservedTagKey,
     /// Too long once escaped for a file name: (escaped length, limit).
     EscapedTooLong(usize, usize),
     /// Too long: (length in bytes, limit).
@@ -116,6 +118,10 @@ impl fmt::Display for NameError {
             NameRule::Empty => write!(f, "{kind} is empty"),
             NameRule::InvalidUtf8 => write!(f, "{kind} {name:?} is not valid UTF-8"),
             NameRule::Forbidden(what) => write!(f, "{kind} {name:?} contains {what}"),
+            NameRule::ReservedTagKey => write!(
+                f,
+                "invalid tag key: input tag {name:?} is reserved (it names the time column; InfluxDB refuses it too): rename the tag"
+            ),
             NameRule::ReservedPrefix => write!(
                 f,
                 "{kind} {name:?} starts with `_`, which is reserved for the engine's own tables"
@@ -229,9 +235,14 @@ pub fn validate_field_key(name: impl AsRef<[u8]>) -> Result<(), NameError> {
     validate_key(NameKind::FieldKey, name.as_ref())
 }
 
-/// A tag key: non-empty, at most [`MAX_KEY_BYTES`], no NUL, valid UTF-8.
+/// A tag key: non-empty, at most [`MAX_KEY_BYTES`], no NUL, valid UTF-8,
+/// not `time`.
 pub fn validate_tag_key(name: impl AsRef<[u8]>) -> Result<(), NameError> {
-    validate_key(NameKind::TagKey, name.as_ref())
+    let name = name.as_ref();
+    if name == b"time" {
+        return Err(error(NameKind::TagKey, name, NameRule::ReservedTagKey));
+    }
+    validate_key(NameKind::TagKey, name)
 }
 
 /// A tag value: non-empty and valid UTF-8; its length is bounded by the
@@ -360,6 +371,13 @@ mod tests {
         );
         // Every measurement the rule admits is storable, with room to spare.
         assert!(MAX_MEASUREMENT_ESCAPED_BYTES <= max_table_name_len("shard_0000"));
+    }
+
+    #[test]
+    fn time_is_not_a_tag_key() {
+        let e = validate_tag_key("time").unwrap_err().to_string();
+        assert!(e.contains("\"time\"") && e.contains("reserved"), "{e}");
+        assert!(validate_tag_key("timestamp").is_ok());
     }
 
     #[test]

@@ -142,7 +142,7 @@ impl Cluster {
         }
     }
 
-    fn channel(&self, addr: &str) -> Result<Channel> {
+    pub(crate) fn channel(&self, addr: &str) -> Result<Channel> {
         let mut channels = self.channels.lock();
         if let Some(c) = channels.get(addr) {
             return Ok(c.clone());
@@ -196,7 +196,7 @@ impl Cluster {
 
     /// Where to send a write for `shard` first: a learned leader, else the
     /// map's hint, else the first replica.
-    fn first_target(&self, map: &ShardMap, shard: u32) -> Result<(u64, String)> {
+    pub(crate) fn first_target(&self, map: &ShardMap, shard: u32) -> Result<(u64, String)> {
         if let Some(l) = self.leaders.lock().get(&shard) {
             return Ok(l.clone());
         }
@@ -220,7 +220,12 @@ impl Cluster {
     }
 
     /// The replica after `node` in the shard's placement (round robin).
-    fn next_replica(&self, map: &ShardMap, shard: u32, node: u64) -> Option<(u64, String)> {
+    pub(crate) fn next_replica(
+        &self,
+        map: &ShardMap,
+        shard: u32,
+        node: u64,
+    ) -> Option<(u64, String)> {
         let p = map.shard(shard)?;
         if p.replicas.is_empty() {
             return None;

@@ -3,7 +3,7 @@
 
 use crate::error::{Error, Result};
 use crate::ingest::{Router, WriteOutcome};
-use crate::{metrics, query};
+use crate::{metrics, query, storage_admin};
 use axum::body::Body;
 use axum::extract::{RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -26,6 +26,18 @@ pub fn app(router: Arc<Router>) -> axum::Router {
         .route("/api/v1/write/msgpack", post(write_msgpack))
         .route("/api/v1/prom/write", post(write_prom))
         .route("/api/v1/sql", get(sql).post(sql))
+        .route(
+            "/api/v1/databases",
+            get(storage_admin::databases)
+                .post(storage_admin::databases)
+                .delete(storage_admin::databases),
+        )
+        .route("/api/v1/retention", post(storage_admin::retention))
+        .route(
+            "/api/v1/drop_measurement",
+            post(storage_admin::drop_measurement),
+        )
+        .route("/api/v1/delete", post(storage_admin::delete))
         .route("/ping", get(ping).head(ping))
         .route("/health", get(health))
         .route("/ready", get(ready))
@@ -141,7 +153,7 @@ fn excerpt(b: &[u8]) -> String {
 
 /// InfluxDB-style error answer: JSON `{"code","message"}`, `Retry-After`
 /// on 429, `X-Influxdb-Error` for v1 clients.
-fn error_response(endpoint: &'static str, e: &Error) -> Response {
+pub(crate) fn error_response(endpoint: &'static str, e: &Error) -> Response {
     let status = e.status();
     if let Some(reason) = e.reject_reason() {
         metrics::REJECTED.with_label_values(&[reason]).inc();
@@ -205,7 +217,7 @@ fn write_response(
 
 /// Token from `Authorization: Token <t>` / `Bearer <t>` / `Basic` (the
 /// password), or (v1) the `p` query parameter.
-fn presented_token(
+pub(crate) fn presented_token(
     headers: &HeaderMap,
     params: Option<&HashMap<String, String>>,
 ) -> Option<String> {

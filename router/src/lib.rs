@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod node_mux;
 pub mod query;
 pub mod sql_check;
+pub mod storage_admin;
 
 pub use error::{Error, Result};
 

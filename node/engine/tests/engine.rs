@@ -710,3 +710,71 @@ fn an_unstorable_table_in_an_old_entry_is_skipped_and_the_rest_kept() {
         ["1"]
     );
 }
+
+/// Issue 13: a point is (database, measurement, tags, time); writing it
+/// again replaces the fields written and keeps the others, inside one
+/// entry, across entries and flushes, before and after merges.
+#[test]
+fn a_rewrite_keeps_the_fields_it_does_not_carry() {
+    let e = engine();
+    let shard = 31;
+    let read = |e: &Engine| {
+        let r = e
+            .query(
+                shard,
+                "db",
+                "SELECT toString(u), toString(s), count() OVER () FROM cpu FINAL",
+            )
+            .unwrap();
+        (col_strings(&r, 0), col_strings(&r, 1), col_strings(&r, 2))
+    };
+    let one = |sid, name: &str, v| PointRow::new(sid, 5_000).field(name, f(v));
+    e.apply(shard, 1, "db", "cpu", &points(&[one(1, "u", 1.0)]), &[])
+        .unwrap();
+    e.flush_shard(shard).unwrap();
+    e.apply(shard, 2, "db", "cpu", &points(&[one(1, "s", 2.0)]), &[])
+        .unwrap();
+    e.flush_shard(shard).unwrap();
+    assert_eq!(
+        read(e),
+        (vec!["1".into()], vec!["2".into()], vec!["1".into()])
+    );
+    // Two rows for the point in one entry: the later one's fields win.
+    e.apply(
+        shard,
+        3,
+        "db",
+        "cpu",
+        &points(&[one(1, "u", 3.0), one(1, "u", 4.0)]),
+        &[],
+    )
+    .unwrap();
+    assert_eq!(
+        read(e),
+        (vec!["4".into()], vec!["2".into()], vec!["1".into()])
+    );
+    let db = shardhouse_engine::layout::data_db(shard, "db");
+    e.query_global(&format!("OPTIMIZE TABLE {db}.cpu FINAL"))
+        .unwrap();
+    let raw = e
+        .query(shard, "db", "SELECT toString(u), toString(s) FROM cpu")
+        .unwrap();
+    assert_eq!(
+        (col_strings(&raw, 0), col_strings(&raw, 1)),
+        (vec!["4".to_string()], vec!["2".to_string()]),
+        "a merged part holds one row with both fields"
+    );
+    // Same series and time in another database: another point.
+    e.apply(shard, 4, "other", "cpu", &points(&[one(1, "u", 9.0)]), &[])
+        .unwrap();
+    assert_eq!(read(e).0, vec!["4".to_string()]);
+    let r = e
+        .query(
+            shard,
+            "other",
+            "SELECT toString(u), count() FROM cpu FINAL GROUP BY u",
+        )
+        .unwrap();
+    assert_eq!(col_strings(&r, 0), ["9"]);
+    assert_eq!(col_strings(&r, 1), ["1"]);
+}
