@@ -254,9 +254,13 @@ pub fn delete_op(database: &str, body: DeleteBody) -> std::result::Result<Storag
             })),
         });
     }
-    let predicate = (!items.is_empty()).then(|| TagExpr {
-        expr: Some(tag_expr::Expr::All(TagExprList { items })),
-    });
+    let predicate = if items.is_empty() {
+        None
+    } else {
+        Some(TagExpr {
+            expr: Some(tag_expr::Expr::All(TagExprList { items })),
+        })
+    };
     Ok(StorageOp {
         op: Some(storage_op::Op::DeletePoints(DeletePoints {
             database: database.to_owned(),
