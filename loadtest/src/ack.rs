@@ -32,8 +32,9 @@ pub struct AckLoadOptions {
     pub max_inflight: usize,
     pub ack_log: PathBuf,
     pub write_path: String,
-    /// Times a request answered 429 or 503 (the server's "retry later") is
-    /// sent again, with backoff, before it counts as failed. 0: never.
+    /// Times a request answered 429 or 503 (the server's "retry later") or
+    /// whose connection failed is sent again, with backoff, before it counts
+    /// as failed. 0: never.
     pub retries: u32,
 }
 
@@ -68,9 +69,12 @@ impl AckLoadSummary {
 }
 
 /// Answers that mean "not now, send it again": overload and shards without a
-/// leader for a moment (moves, elections, restarts).
+/// leader for a moment (moves, elections, restarts), and a connection that
+/// failed (a router pod going away under a pooled keep-alive connection).
+/// Never a timeout. A resent write that had been applied after all shows up
+/// as a duplicate in `verify`.
 fn retryable(o: &Outcome) -> bool {
-    matches!(o, Outcome::Rejected(s) if s == "429" || s == "503")
+    matches!(o, Outcome::Rejected(s) if s == "429" || s == "503") || *o == Outcome::Transport
 }
 
 /// Line protocol for seqs `first..first+count`.

@@ -290,8 +290,9 @@ struct AckLoadArgs {
     stop_file: Option<PathBuf>,
     #[arg(long, default_value_t = 64)]
     max_inflight: usize,
-    /// Send a request answered 429/503 again (backoff 50 ms doubling to 1 s)
-    /// up to this many times before it counts as failed.
+    /// Send a request answered 429/503, or whose connection failed, again
+    /// (backoff 50 ms doubling to 1 s) up to this many times before it
+    /// counts as failed (never after a timeout).
     #[arg(long, default_value_t = 0)]
     retries: u32,
     /// Write the summary (counts, retries, latency percentiles) as JSON here.

@@ -11,7 +11,7 @@ use crate::upgrade::{self, NodePod, UpgradeStep};
 use crate::{autoscale, metrics, Error, Result};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
-use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
@@ -120,12 +120,42 @@ async fn publish(
     reason: &str,
     note: String,
 ) {
+    publish_about(ctx, c, type_, reason, note, None).await
+}
+
+/// The node pod an upgrade step concerns, as an event's `related` object.
+fn node_pod_ref(c: &ShardhouseCluster, node_id: u64) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        namespace: c.namespace(),
+        name: Some(format!(
+            "{}-{}",
+            resources::node_name(c),
+            node_id.saturating_sub(1)
+        )),
+        ..Default::default()
+    }
+}
+
+/// An event with a `related` object. The recorder folds events with the same
+/// reason, action and objects into one series that keeps the first note, so
+/// per-pod steps name their pod here or every pod after the first would be
+/// reported as the first one (seen on a real cluster's rolling upgrade).
+async fn publish_about(
+    ctx: &Context,
+    c: &ShardhouseCluster,
+    type_: EventType,
+    reason: &str,
+    note: String,
+    related: Option<ObjectReference>,
+) {
     let ev = Event {
         type_,
         reason: reason.into(),
         note: Some(note),
         action: reason.into(),
-        secondary: None,
+        secondary: related,
     };
     // Events are best effort: a failure to record one must not fail the
     // reconcile that did the work.
@@ -625,7 +655,7 @@ async fn rolling_upgrade(
             };
             let mut exec = Executor::new(meta);
             let (done, err) = run_moves(&mut exec, &moves, moves.len()).await;
-            publish(
+            publish_about(
                 ctx,
                 c,
                 EventType::Normal,
@@ -634,6 +664,7 @@ async fn rolling_upgrade(
                     "moved {done}/{} leaderships off node {node_id} before its upgrade",
                     moves.len()
                 ),
+                Some(node_pod_ref(c, node_id)),
             )
             .await;
             if let Some(e) = err {
@@ -643,12 +674,13 @@ async fn rolling_upgrade(
         }
         UpgradeStep::DeletePod { name, node_id } => {
             pods_api.delete(&name, &DeleteParams::default()).await?;
-            publish(
+            publish_about(
                 ctx,
                 c,
                 EventType::Normal,
                 "UpgradePod",
                 format!("restarting {name} (node {node_id}) on the new image"),
+                Some(node_pod_ref(c, node_id)),
             )
             .await;
             Ok(Some(format!("restarting {name}")))
@@ -793,9 +825,9 @@ mod tests {
             to: 1,
         };
         let add = Move::AddLearner { shard: 1, node: 4 };
-        assert!(worth_running(&[transfer.clone()], false));
+        assert!(worth_running(std::slice::from_ref(&transfer), false));
         assert!(
-            !worth_running(&[transfer.clone()], true),
+            !worth_running(std::slice::from_ref(&transfer), true),
             "would undo the upgrade's transfers"
         );
         assert!(

@@ -121,6 +121,14 @@ teardown() {
     [ -d "$n" ] && find "$n" -depth -type d -empty -delete 2>/dev/null
     [ -e "$n" ] && log "WARNING: $n not empty, left in place"
   done
+  # What a run leaves for reading afterwards (logs, the scenarios' results,
+  # events and load summaries): $SHARDHOUSE_CACHE/k8s-last-run.
+  local keep=$SHARDHOUSE_CACHE/k8s-last-run
+  rm -rf "$keep"
+  mkdir -p "$keep"
+  cp -r "$STATE/logs" "$keep/" 2>/dev/null
+  [ -d "$STATE/scenarios" ] && cp -r "$STATE/scenarios" "$keep/" 2>/dev/null
+  echo "$rc" >"$keep/exit-code"
   if [ "${K8S_KEEP:-0}" = 1 ]; then
     log "state kept in $STATE (K8S_KEEP=1)"
   else

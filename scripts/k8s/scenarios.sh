@@ -413,8 +413,15 @@ for pv in $pvs_before; do
 done
 log "ShardhouseCluster deleted in $((SECONDS - t)) s: StatefulSets, Deployment, Services, ConfigMaps, PDB, pods and PVCs gone"
 helm uninstall shardhouse -n "$NS" --wait >/dev/null
-left=$(k get all,configmaps,serviceaccounts,roles,rolebindings --no-headers 2>/dev/null | grep -v -e '^configmap/kube-root-ca.crt' -e '^serviceaccount/default' || true)
-[ -z "$left" ] || fail "left in $NS after helm uninstall: $left"
+leftovers() {
+  k get all,configmaps,serviceaccounts,roles,rolebindings --no-headers 2>/dev/null |
+    grep -v -e '^configmap/kube-root-ca.crt' -e '^serviceaccount/default' || true
+}
+ns_empty() { [ -z "$(leftovers)" ]; }
+# helm's --wait does not wait for the operator's pod to finish terminating
+ns_empty || sleep 5
+ns_empty || log "still in $NS after helm uninstall: $(leftovers | tr -s ' ' | paste -sd';' -)"
+wait_until 120 "namespace $NS empty after helm uninstall" ns_empty
 ! kubectl get clusterrole shardhouse >/dev/null 2>&1 || fail "ClusterRole left after helm uninstall"
 scenarios=$((scenarios + 1))
 
