@@ -18,6 +18,14 @@ RF=${RF:-3}
 SHARDS=${SHARDS:-12}
 DATA=${SHARDHOUSE_DATA:-./.data/local}
 ((RF <= NODES)) || sh_die "RF=$RF needs at least $RF nodes (NODES=$NODES)"
+# Data of an earlier storage layout (no SHARDHOUSE_LAYOUT file beside the
+# engine's data) is refused by every node; say so here, once, with the fix
+# (docs/storage.md, "Layout versions").
+for engine in "$DATA"/node-*/engine; do
+  if [ -d "$engine/store" ] && [ ! -f "$engine/SHARDHOUSE_LAYOUT" ]; then
+    sh_die "$DATA holds data of storage layout 1 (written before databases); this release stores layout 2 and does not convert it. Remove it (rm -rf $DATA) or set SHARDHOUSE_DATA to another directory."
+  fi
+done
 
 SH_FIXED_PORTS=1 sh_cluster_init "$DATA" "$NODES"
 sh_check_not_running
