@@ -58,7 +58,46 @@ fn field_defs() -> Vec<Field> {
         .collect()
 }
 
-fn ts_field() -> Field {
+fn map_entry_fields() -> Fields {
+    Fields::from(vec![
+        Field::new("keys", DataType::Utf8, false),
+        Field::new("values", DataType::Utf8, true),
+    ])
+}
+
+fn map_entries() -> Field {
+    Field::new("entries", DataType::Struct(map_entry_fields()), false)
+}
+
+/// A `Map(String, String)` column's Arrow field.
+pub(crate) fn map_field(name: &str) -> Field {
+    Field::new(name, DataType::Map(Arc::new(map_entries()), false), false)
+}
+
+/// A map column of `rows` rows with `per_row` entries each, from flat keys
+/// and values (row after row).
+pub(crate) fn map_array(
+    keys: StringArray,
+    values: StringArray,
+    per_row: usize,
+    rows: usize,
+) -> Result<MapArray> {
+    let offsets = arrow_buffer::OffsetBuffer::from_lengths(std::iter::repeat_n(per_row, rows));
+    let entries_arr = arrow_array::StructArray::new(
+        map_entry_fields(),
+        vec![Arc::new(keys) as ArrayRef, Arc::new(values) as ArrayRef],
+        None,
+    );
+    Ok(MapArray::try_new(
+        Arc::new(map_entries()),
+        offsets,
+        entries_arr,
+        None,
+        false,
+    )?)
+}
+
+pub(crate) fn ts_field() -> Field {
     Field::new(
         "time",
         DataType::Timestamp(TimeUnit::Nanosecond, None),
@@ -120,23 +159,7 @@ fn build_layouts(rows: usize) -> Result<Vec<Layout>> {
     });
 
     // map(tags): one Map(String, String) column.
-    let entries = Fields::from(vec![
-        Field::new("keys", DataType::Utf8, false),
-        Field::new("values", DataType::Utf8, true),
-    ]);
-    let map_field = Field::new(
-        "tags",
-        DataType::Map(
-            Arc::new(Field::new(
-                "entries",
-                DataType::Struct(entries.clone()),
-                false,
-            )),
-            false,
-        ),
-        false,
-    );
-    let mut fields = vec![ts_field(), map_field];
+    let mut fields = vec![ts_field(), map_field("tags")];
     fields.extend(field_defs());
     let schema = Arc::new(Schema::new(fields));
     let mut batches = Vec::new();
@@ -150,23 +173,7 @@ fn build_layouts(rows: usize) -> Result<Vec<Layout>> {
             r.clone()
                 .flat_map(|i| (0..TAGS).map(move |t| tag_value(sample(i).0, t))),
         );
-        let offsets = arrow_buffer::OffsetBuffer::from_lengths(std::iter::repeat_n(TAGS, n));
-        let struct_arr = arrow_array::StructArray::new(
-            entries.clone(),
-            vec![Arc::new(keys) as ArrayRef, Arc::new(vals) as ArrayRef],
-            None,
-        );
-        let map = MapArray::try_new(
-            Arc::new(Field::new(
-                "entries",
-                DataType::Struct(entries.clone()),
-                false,
-            )),
-            offsets,
-            struct_arr,
-            None,
-            false,
-        )?;
+        let map = map_array(keys, vals, TAGS, n)?;
         let mut cols: Vec<ArrayRef> = vec![
             Arc::new(TimestampNanosecondArray::from_iter_values(
                 r.clone().map(|i| sample(i).1),
@@ -233,11 +240,11 @@ fn series_id_batches(
     Ok(batches)
 }
 
-fn exec(pool: &Pool, sql: &str) -> Result<()> {
+pub(crate) fn exec(pool: &Pool, sql: &str) -> Result<()> {
     pool.get().execute(sql).with_context(|| sql.to_string())
 }
 
-fn scalar_u64(engine: &Engine, sql: &str) -> Result<u64> {
+pub(crate) fn scalar_u64(engine: &Engine, sql: &str) -> Result<u64> {
     let b = engine.query_global(sql)?;
     let col = arrow_cast::cast::cast(b[0].column(0), &DataType::UInt64)?;
     Ok(col
@@ -267,13 +274,13 @@ fn insert_all(
 /// merges of earlier inserts compete with the next insert for the cores,
 /// so the split tells what limits the wall-clock figure.
 #[derive(Clone, Copy, Default)]
-struct CpuSplit {
-    inserts_s: f64,
-    merges_s: f64,
+pub(crate) struct CpuSplit {
+    pub(crate) inserts_s: f64,
+    pub(crate) merges_s: f64,
 }
 
 impl CpuSplit {
-    fn now() -> CpuSplit {
+    pub(crate) fn now() -> CpuSplit {
         // SAFETY: sysconf has no preconditions.
         let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
         let mut out = CpuSplit::default();
@@ -304,7 +311,7 @@ impl CpuSplit {
         out
     }
 
-    fn since(self, earlier: CpuSplit) -> CpuSplit {
+    pub(crate) fn since(self, earlier: CpuSplit) -> CpuSplit {
         CpuSplit {
             inserts_s: self.inserts_s - earlier.inserts_s,
             merges_s: self.merges_s - earlier.merges_s,
@@ -312,7 +319,7 @@ impl CpuSplit {
     }
 }
 
-fn fmt_int(n: f64) -> String {
+pub(crate) fn fmt_int(n: f64) -> String {
     let s = format!("{:.0}", n);
     let bytes = s.as_bytes();
     let mut out = String::new();
