@@ -13,12 +13,12 @@ export PATH := $(HOME)/go/bin:/usr/local/go/bin:$(PATH)
 
 CARGO ?= cargo
 
-.PHONY: help deps build run test lint fmt bench-engine bench-wal bench-frontdoor bench-e2e bench-protocols chaos images test-k8s
+.PHONY: help deps build run test lint fmt bench-engine bench-layouts bench-wal bench-frontdoor bench-e2e bench-protocols chaos images test-k8s
 
 help:
 	@echo "make run    - start a local cluster (etcd, nodes, router) in the foreground"
 	@echo "make test   - install dependencies and run every test"
-	@echo "make bench-engine | bench-wal | bench-frontdoor | bench-e2e | bench-protocols | chaos"
+	@echo "make bench-engine | bench-layouts | bench-wal | bench-frontdoor | bench-e2e | bench-protocols | chaos"
 	@echo "make images   - operator, router, node and etcd images (buildah, OCI archives)"
 	@echo "make test-k8s - a real one-machine Kubernetes in a netns: install, ingest, scale, upgrade"
 
@@ -43,6 +43,11 @@ fmt:
 
 bench-engine: deps
 	$(CARGO) run --release -p shardhouse-engine --bin bench-engine
+
+# Issue 13's tag layouts (tags as columns vs a tag index) at 1M series:
+# ingest, merges and tag queries (docs/benchmarks.md); ~5 minutes.
+bench-layouts: deps
+	$(CARGO) run --release -p shardhouse-engine --bin bench-layouts
 
 bench-wal: build
 	@scripts/bench-wal.sh
