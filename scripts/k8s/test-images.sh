@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# `make test` suite (scripts/tests.d/images.sh): `make images` and
+# The Dockerfile-agreement check alone (scripts/k8s/test.sh runs the same
+# first, so `make test-k8s` and `make test` include it): `make images` and
 # docker/*.Dockerfile agree. Builds the images when their inputs changed
 # (cached otherwise), then checks every archive against its Dockerfile's
 # final stage: ENTRYPOINT, CMD, USER, EXPOSE, ENV, VOLUME, WORKDIR, the files
