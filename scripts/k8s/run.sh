@@ -58,10 +58,13 @@ for s in $SYSCTLS; do
 done
 ls /run/netns 2>/dev/null | sort >"$STATE/netns.before" || true
 ls /tmp/hostpath_pv 2>/dev/null | sort >"$STATE/hostpath.before" || true
+# containerd's CRI caches CNI results (pod loopbacks too) under
+# /var/lib/cni/results: whatever this run adds there goes afterwards
+ls /var/lib/cni/results 2>/dev/null | sort >"$STATE/cni-results.before" || true
 # directories containerd's shims and the CNI library create on the host
 # paths they do not let us move; removed afterwards if they were not there
 created_dirs=()
-for d in /run/containerd /var/lib/cni; do [ -e "$d" ] || created_dirs+=("$d"); done
+for d in /run/containerd /var/lib/cni /etc/netns; do [ -e "$d" ] || created_dirs+=("$d"); done
 
 netns_inode() { stat -Lc %i "/run/netns/$NETNS" 2>/dev/null || echo none; }
 
@@ -117,6 +120,9 @@ teardown() {
       sysctl -qw "$s=${saved_sysctl[$s]}"
   done
   rm -rf /var/lib/cni/results/"$ID"-* 2>/dev/null
+  for n in $(comm -13 "$STATE/cni-results.before" <(ls /var/lib/cni/results 2>/dev/null | sort)); do
+    rm -rf "/var/lib/cni/results/${n:?}"
+  done
   for n in "${created_dirs[@]}"; do
     [ -d "$n" ] && find "$n" -depth -type d -empty -delete 2>/dev/null
     [ -e "$n" ] && log "WARNING: $n not empty, left in place"
