@@ -717,7 +717,7 @@ fn an_unstorable_table_in_an_old_entry_is_skipped_and_the_rest_kept() {
 #[test]
 fn a_rewrite_keeps_the_fields_it_does_not_carry() {
     let e = engine();
-    let shard = 31;
+    let shard = 41;
     let read = |e: &Engine| {
         let r = e
             .query(
