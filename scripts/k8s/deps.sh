@@ -22,7 +22,7 @@ log() { echo "[k8s/deps] $*" >&2; }
 mkdir -p "$BIN"
 
 need_apt=()
-for pkg in containerd runc buildah containernetworking-plugins busybox-static iptables conntrack socat etcd-server libpython3.11; do
+for pkg in containerd runc buildah containernetworking-plugins busybox-static iptables conntrack socat etcd-server libpython3.11 binutils curl openssl; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 if ((${#need_apt[@]})); then

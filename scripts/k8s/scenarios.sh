@@ -129,6 +129,7 @@ verify() { # NAME: every acknowledged point of that run is stored, once
 
 on_exit() {
   local rc=$? n
+  rm -f "$CACHE"/images/shardhouse-*-"${NEWTAG:-none}".oci.tar{,.inputs,.tmp} 2>/dev/null
   for n in "${LOADS[@]}"; do
     [ -f "$W/$n.pid" ] && kill "$(cat "$W/$n.pid")" 2>/dev/null || true
   done
@@ -300,6 +301,8 @@ SHARDHOUSE_IMAGE_TAG=$NEWTAG SHARDHOUSE_IMAGE_REGISTRY=$REG SHARDHOUSE_IMAGE_LAB
   "$ROOT/scripts/images.sh" node router >&2
 for img in node router; do
   $K8S_CTR images import "$CACHE/images/shardhouse-$img-$NEWTAG.oci.tar" >/dev/null
+  # imported: the archive (~600 MB for the node) is not needed again
+  rm -f "$CACHE/images/shardhouse-$img-$NEWTAG.oci.tar" "$CACHE/images/shardhouse-$img-$NEWTAG.oci.tar.inputs"
 done
 log "images rebuilt and imported ($((SECONDS - t)) s)"
 # Watch the node pods once a second: name uid image ready terminating
