@@ -321,6 +321,16 @@ pub fn node_inflight_bytes(memory_limit: Option<&str>) -> u64 {
         .map_or(DEFAULT, |m| (m / 8).clamp(32 << 20, DEFAULT))
 }
 
+/// The WAL's RocksDB memtable size: it holds up to 4 memtables, so 1/32
+/// of the memory limit keeps them within an eighth of it; at most the
+/// node's default (256 MiB), at least 8 MiB.
+pub fn node_wal_write_buffer_bytes(memory_limit: Option<&str>) -> u64 {
+    const DEFAULT: u64 = 256 << 20;
+    memory_limit
+        .and_then(quantity_bytes)
+        .map_or(DEFAULT, |m| (m / 32).clamp(8 << 20, DEFAULT))
+}
+
 pub fn node_service(c: &ShardhouseCluster) -> Service {
     from_json(json!({
         "apiVersion": "v1", "kind": "Service",
@@ -365,10 +375,18 @@ pub fn node_statefulset(c: &ShardhouseCluster, replicas: i32) -> StatefulSet {
     // Size the process to the container: chDB's connection pool and the
     // runtime threads follow the CPU limit when there is one (the downward
     // API rounds it up to whole cores), the admission budget the memory limit.
-    let mut env = vec![json!({
-        "name": "SHARDHOUSE_NODE_MAX_INFLIGHT_BYTES",
-        "value": node_inflight_bytes(res.limits.get("memory").map(String::as_str)).to_string(),
-    })];
+    let memory_limit = res.limits.get("memory").map(String::as_str);
+    let mut env = vec![
+        json!({
+            "name": "SHARDHOUSE_NODE_MAX_INFLIGHT_BYTES",
+            "value": node_inflight_bytes(memory_limit).to_string(),
+        }),
+        // RocksDB's memory (the WAL's memtables) follows the memory limit too.
+        json!({
+            "name": "SHARDHOUSE_NODE_WAL_WRITE_BUFFER_BYTES",
+            "value": node_wal_write_buffer_bytes(memory_limit).to_string(),
+        }),
+    ];
     if res.limits.contains_key("cpu") {
         for var in ["SHARDHOUSE_NODE_CORES", "SHARDHOUSE_NODE_POOL_SIZE"] {
             env.push(json!({
@@ -878,6 +896,8 @@ pub(crate) mod tests {
         let env = ctr.env.as_ref().unwrap();
         assert!(env.iter().all(|e| e.name != "SHARDHOUSE_NODE_POOL_SIZE"));
         assert_eq!(env[0].value.as_deref(), Some("134217728"), "1Gi / 8");
+        assert_eq!(env[1].name, "SHARDHOUSE_NODE_WAL_WRITE_BUFFER_BYTES");
+        assert_eq!(env[1].value.as_deref(), Some("33554432"), "1Gi / 32");
         let aa = pod.affinity.unwrap().pod_anti_affinity.unwrap();
         assert!(aa
             .required_during_scheduling_ignored_during_execution
@@ -894,6 +914,10 @@ pub(crate) mod tests {
         assert_eq!(quantity_bytes("lots"), None);
         assert_eq!(node_inflight_bytes(Some("128Mi")), 32 << 20, "floor");
         assert_eq!(node_inflight_bytes(None), 512 << 20);
+        assert_eq!(node_wal_write_buffer_bytes(Some("8Gi")), 256 << 20, "cap");
+        assert_eq!(node_wal_write_buffer_bytes(Some("128Mi")), 8 << 20, "floor");
+        assert_eq!(node_wal_write_buffer_bytes(Some("2Gi")), 64 << 20);
+        assert_eq!(node_wal_write_buffer_bytes(None), 256 << 20);
     }
 
     #[test]

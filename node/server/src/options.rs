@@ -57,6 +57,10 @@ pub struct NodeOptions {
     pub default_retention_secs: u64,
     /// How often expired day partitions are looked for (ms).
     pub retention_check_interval_ms: u64,
+    /// RocksDB memtable size of the WAL; up to 4 are held, so the WAL's
+    /// memtables take at most 4x this (the operator sizes it to the pod's
+    /// memory limit).
+    pub wal_write_buffer_bytes: usize,
 }
 
 impl Default for NodeOptions {
@@ -95,6 +99,7 @@ impl Default for NodeOptions {
             leader_balance_interval_ms: 5_000,
             default_retention_secs: 0,
             retention_check_interval_ms: 60_000,
+            wal_write_buffer_bytes: 256 << 20,
         }
     }
 }
@@ -204,6 +209,9 @@ pub struct Cli {
     /// How often expired day partitions are looked for (ms).
     #[arg(long, env = "SHARDHOUSE_NODE_RETENTION_CHECK_INTERVAL_MS")]
     pub retention_check_interval_ms: Option<u64>,
+    /// WAL RocksDB memtable bytes (up to 4 held); default 256 MiB.
+    #[arg(long, env = "SHARDHOUSE_NODE_WAL_WRITE_BUFFER_BYTES")]
+    pub wal_write_buffer_bytes: Option<usize>,
 }
 
 impl NodeOptions {
@@ -257,7 +265,8 @@ impl NodeOptions {
             wal_apply_threads,
             leader_balance_interval_ms,
             default_retention_secs,
-            retention_check_interval_ms
+            retention_check_interval_ms,
+            wal_write_buffer_bytes
         );
         if cli.chdb_dir.is_some() {
             self.chdb_dir = cli.chdb_dir;
@@ -295,6 +304,12 @@ impl NodeOptions {
         }
         if self.max_inflight_bytes == 0 || self.max_inflight_bytes_per_shard == 0 {
             return bad("in-flight byte limits must be > 0".into());
+        }
+        if self.wal_write_buffer_bytes < (1 << 20) {
+            return bad(format!(
+                "--wal-write-buffer-bytes {} must be at least 1 MiB (1048576)",
+                self.wal_write_buffer_bytes
+            ));
         }
         if !(0..=19).contains(&self.background_nice) {
             return bad(format!(

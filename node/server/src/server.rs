@@ -82,6 +82,7 @@ pub async fn run(
         max_inflight_bytes_per_shard: opts.max_inflight_bytes_per_shard,
         poll_threads: opts.wal_poll_threads,
         apply_threads: opts.wal_apply_threads,
+        write_buffer_bytes: opts.wal_write_buffer_bytes,
         ..WalConfig::default()
     };
     let sm = EngineStateMachine::new(Arc::clone(&engine));
