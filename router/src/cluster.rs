@@ -450,17 +450,24 @@ impl Cluster {
             done,
             queued_at: Instant::now(),
         };
+        // A closed queue or a writer gone before answering means this
+        // router is shutting down (a pod replaced in a rolling upgrade):
+        // the write was not acknowledged and another router will take it,
+        // so it is a 503 that clients retry, not a 500.
         if self.queue(shard).send(pending).is_err() {
             self.queued.fetch_sub(1, Ordering::AcqRel);
-            return Err(Error::Internal(format!(
-                "shard {shard} write queue is closed"
-            )));
+            return Err(Error::Unavailable {
+                shard,
+                reason: "this router is shutting down (its shard write queue is closed); retry"
+                    .into(),
+            });
         }
         match tokio::time::timeout_at(deadline, rx).await {
             Ok(Ok(r)) => r,
-            Ok(Err(_)) => Err(Error::Internal(format!(
-                "shard {shard} writer stopped before answering"
-            ))),
+            Ok(Err(_)) => Err(Error::Unavailable {
+                shard,
+                reason: "this router's shard writer stopped before the write was acknowledged (shutting down); retry".into(),
+            }),
             Err(_) => Err(Error::Unavailable {
                 shard,
                 reason: "request deadline passed before the shard's write committed".into(),
