@@ -288,6 +288,20 @@ fn database_param(params: &BTreeMap<String, String>) -> Result<String> {
     Ok(db.to_owned())
 }
 
+/// The request's query parameters, once its token is checked (as for writes).
+fn authorized_params(
+    r: &Router,
+    query: Option<&str>,
+    headers: &HeaderMap,
+) -> Result<BTreeMap<String, String>> {
+    let params = parse_params(query)?;
+    check_token(
+        &r.options.auth_tokens,
+        presented_token(headers, Some(&params)),
+    )?;
+    Ok(params.into_iter().collect())
+}
+
 fn ok_json(value: serde_json::Value) -> Response {
     (
         StatusCode::OK,
@@ -306,13 +320,7 @@ pub async fn databases(
 ) -> Response {
     let endpoint = "databases";
     let res = async {
-        let params: BTreeMap<String, String> =
-            parse_params(query.as_deref())?.into_iter().collect();
-        let as_map = params.clone().into_iter().collect();
-        check_token(
-            &r.options.auth_tokens,
-            presented_token(&headers, Some(&as_map)),
-        )?;
+        let params = authorized_params(&r, query.as_deref(), &headers)?;
         if method == Method::GET {
             let dbs = r.cluster.databases_all().await?;
             let list: Vec<serde_json::Value> = dbs
@@ -358,13 +366,7 @@ pub async fn retention(
 ) -> Response {
     let endpoint = "retention";
     let res = async {
-        let params: BTreeMap<String, String> =
-            parse_params(query.as_deref())?.into_iter().collect();
-        let as_map = params.clone().into_iter().collect();
-        check_token(
-            &r.options.auth_tokens,
-            presented_token(&headers, Some(&as_map)),
-        )?;
+        let params = authorized_params(&r, query.as_deref(), &headers)?;
         let db = database_param(&params)?;
         let retention_ns =
             parse_retention(required(&params, "retention")?).map_err(Error::BadRequest)?;
@@ -391,13 +393,7 @@ pub async fn drop_measurement(
 ) -> Response {
     let endpoint = "drop_measurement";
     let res = async {
-        let params: BTreeMap<String, String> =
-            parse_params(query.as_deref())?.into_iter().collect();
-        let as_map = params.clone().into_iter().collect();
-        check_token(
-            &r.options.auth_tokens,
-            presented_token(&headers, Some(&as_map)),
-        )?;
+        let params = authorized_params(&r, query.as_deref(), &headers)?;
         let db = database_param(&params)?;
         let measurement = required(&params, "measurement")?.to_owned();
         let op = storage_op::Op::DropMeasurement(DropMeasurement {
@@ -420,13 +416,7 @@ pub async fn delete(
 ) -> Response {
     let endpoint = "delete";
     let res = async {
-        let params: BTreeMap<String, String> =
-            parse_params(query.as_deref())?.into_iter().collect();
-        let as_map = params.clone().into_iter().collect();
-        check_token(
-            &r.options.auth_tokens,
-            presented_token(&headers, Some(&as_map)),
-        )?;
+        let params = authorized_params(&r, query.as_deref(), &headers)?;
         let db = database_param(&params)?;
         let bytes = axum::body::to_bytes(body, 1 << 20)
             .await
