@@ -3,6 +3,7 @@
 
 pub mod lineproto;
 pub mod names;
+mod scan;
 pub mod series;
 pub mod shard;
 pub mod shard_map;

@@ -16,7 +16,7 @@ use xxhash_rust::xxh3::xxh3_64;
 #[inline]
 fn push_escaped<const N: usize>(out: &mut Vec<u8>, s: &[u8], specials: [u8; N]) {
     // Most names need no escape: check a word at a time, then copy at once.
-    if crate::lineproto::find_any(s, 0, specials) == s.len() {
+    if crate::scan::find_any(s, 0, specials) == s.len() {
         out.extend_from_slice(s);
         return;
     }
