@@ -7,6 +7,7 @@ mod scan;
 pub mod series;
 pub mod shard;
 pub mod shard_map;
+pub mod wire;
 
 /// Generated gRPC types for the node API (`proto/shardhouse/node.proto`).
 pub mod proto {

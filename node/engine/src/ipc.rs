@@ -1,21 +1,23 @@
-//! Building and reading the Arrow IPC *stream* bytes carried in Raft entries.
+//! The Arrow IPC *stream* bytes carried in Raft entries, engine side.
 //!
-//! Tests, benchmarks and other crates use [`encode_points`] / [`encode_series`]
-//! to build entries from simple rows; the router builds the same shape from
-//! its column builders.
+//! The schemas and the IPC encode/decode are `shardhouse_common::wire`'s
+//! (the router builds the same bytes); this module only adapts them to the
+//! engine's [`FieldType`] and adds row builders for tests and benchmarks
+//! ([`encode_points`] / [`encode_series`]).
 
 use std::sync::Arc;
 
 use arrow_array::builder::{
     BooleanBuilder, Float64Builder, Int64Builder, StringBuilder, UInt64Builder,
 };
-use arrow_array::{ArrayRef, RecordBatch, StringArray, TimestampNanosecondArray, UInt64Array};
-use arrow_ipc::reader::StreamReader;
-use arrow_ipc::writer::StreamWriter;
-use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use arrow_array::{ArrayRef, RecordBatch, StringArray, UInt64Array};
+use arrow_schema::SchemaRef;
+use shardhouse_common::wire;
 
 use crate::error::{EngineError, Result};
-use crate::layout::{FieldType, SERIES_ID, TIME};
+use crate::layout::FieldType;
+
+pub use shardhouse_common::wire::{decode_stream, series_schema, time_type};
 
 /// One field value of a point.
 #[derive(Debug, Clone, PartialEq)]
@@ -64,30 +66,10 @@ impl PointRow {
     }
 }
 
-/// The Arrow type of the `time` column.
-pub fn time_type() -> DataType {
-    DataType::Timestamp(TimeUnit::Nanosecond, None)
-}
-
-/// Schema of a points batch with the given fields.
+/// Schema of a points batch with the given fields (the wire's, see
+/// [`wire::points_schema`]).
 pub fn points_schema(fields: &[(String, FieldType)]) -> SchemaRef {
-    let mut cols = vec![
-        Field::new(TIME, time_type(), false),
-        Field::new(SERIES_ID, DataType::UInt64, false),
-    ];
-    for (n, t) in fields {
-        cols.push(Field::new(n, t.arrow(), true));
-    }
-    Arc::new(Schema::new(cols))
-}
-
-/// Schema of a series batch: series_id, measurement, tags (canonical series key text).
-pub fn series_schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        Field::new(SERIES_ID, DataType::UInt64, false),
-        Field::new("measurement", DataType::Utf8, false),
-        Field::new("tags", DataType::Utf8, false),
-    ]))
+    wire::points_schema(fields.iter().map(|(n, t)| (n.as_str(), t.arrow())))
 }
 
 /// Builds a points batch. Fields appear in first-seen order; a point that
@@ -110,15 +92,7 @@ pub fn points_batch(measurement: &str, rows: &[PointRow]) -> Result<RecordBatch>
             }
         }
     }
-    let schema = points_schema(&fields);
-    let mut cols: Vec<ArrayRef> = vec![
-        Arc::new(TimestampNanosecondArray::from_iter_values(
-            rows.iter().map(|r| r.time_ns),
-        )),
-        Arc::new(UInt64Array::from_iter_values(
-            rows.iter().map(|r| r.series_id),
-        )),
-    ];
+    let mut cols: Vec<(String, ArrayRef)> = Vec::with_capacity(fields.len());
     for (name, t) in &fields {
         let get = |r: &PointRow| {
             r.fields
@@ -168,20 +142,18 @@ pub fn points_batch(measurement: &str, rows: &[PointRow]) -> Result<RecordBatch>
                 Arc::new(b.finish())
             }
         };
-        cols.push(col);
+        cols.push((name.clone(), col));
     }
-    Ok(RecordBatch::try_new(schema, cols)?)
+    Ok(wire::points_batch(
+        rows.iter().map(|r| r.time_ns).collect(),
+        rows.iter().map(|r| r.series_id).collect(),
+        cols,
+    )?)
 }
 
 /// Arrow IPC stream bytes of one batch.
 pub fn encode_batch(batch: &RecordBatch) -> Result<Vec<u8>> {
-    let mut out = Vec::new();
-    {
-        let mut w = StreamWriter::try_new(&mut out, &batch.schema())?;
-        w.write(batch)?;
-        w.finish()?;
-    }
-    Ok(out)
+    Ok(wire::encode_batch(batch)?)
 }
 
 /// points_ipc bytes for a Raft entry, from rows.
@@ -191,29 +163,12 @@ pub fn encode_points(measurement: &str, rows: &[PointRow]) -> Result<Vec<u8>> {
 
 /// series_ipc bytes for a Raft entry: (series_id, measurement, canonical key text).
 pub fn encode_series(rows: &[(u64, &str, &str)]) -> Result<Vec<u8>> {
-    let batch = RecordBatch::try_new(
-        series_schema(),
-        vec![
-            Arc::new(UInt64Array::from_iter_values(rows.iter().map(|r| r.0))),
-            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.1))),
-            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.2))),
-        ],
+    let batch = wire::series_batch(
+        UInt64Array::from_iter_values(rows.iter().map(|r| r.0)),
+        StringArray::from_iter_values(rows.iter().map(|r| r.1)),
+        StringArray::from_iter_values(rows.iter().map(|r| r.2)),
     )?;
     encode_batch(&batch)
-}
-
-/// Reads all batches of an IPC stream (empty bytes read as no batches).
-pub fn decode_stream(bytes: &[u8]) -> Result<(Option<SchemaRef>, Vec<RecordBatch>)> {
-    if bytes.is_empty() {
-        return Ok((None, Vec::new()));
-    }
-    let reader = StreamReader::try_new(std::io::Cursor::new(bytes), None)?;
-    let schema = reader.schema();
-    let mut out = Vec::new();
-    for b in reader {
-        out.push(b?);
-    }
-    Ok((Some(schema), out))
 }
 
 #[cfg(test)]
@@ -257,5 +212,15 @@ mod tests {
         assert!(decode_stream(&[]).unwrap().1.is_empty());
         let b = encode_series(&[(7, "cpu", "cpu,host=a")]).unwrap();
         assert_eq!(decode_stream(&b).unwrap().1[0].num_rows(), 1);
+    }
+
+    #[test]
+    fn stored_column_names_are_the_wire_names() {
+        // Buffered batches are aligned to the fact tables by column name.
+        assert_eq!(crate::layout::TIME, wire::TIME);
+        assert_eq!(crate::layout::SERIES_ID, wire::SERIES_ID);
+        let s = points_schema(&[("v".into(), FieldType::Bool)]);
+        assert_eq!(s.field(2).data_type(), &FieldType::Bool.arrow());
+        assert_eq!(s.field(0).data_type(), &time_type());
     }
 }

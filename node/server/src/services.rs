@@ -10,10 +10,10 @@ use shardhouse_common::proto::{
     self, admin_client::AdminClient, write_response::Result as WriteResult, AdminReply,
     ChangeReplicaRequest, CreateReplicaRequest, DatabaseInfo, DatabasesReply, DatabasesRequest,
     Overloaded, Peer, QueryRequest, QueryResponse, RaftBatch, RaftDone, Rejected, ShardStatesReply,
-    ShardStatesRequest, ShardUnavailable, SnapshotChunk, StorageRequest, TableBatch,
-    TransferLeaderRequest, WalEntry, WriteManyRequest, WriteManyResponse, WriteRequest,
-    WriteResponse,
+    ShardStatesRequest, ShardUnavailable, SnapshotChunk, StorageRequest, TransferLeaderRequest,
+    WriteManyRequest, WriteManyResponse, WriteRequest, WriteResponse,
 };
+use shardhouse_common::wire;
 use shardhouse_engine::EngineError;
 use shardhouse_wal::{Role, ShardStatus, WalError};
 use std::sync::Arc;
@@ -50,7 +50,7 @@ impl NodeService {
         WriteResponse { result: Some(res) }
     }
 
-    async fn write_inner(&self, req: WriteRequest) -> WriteResult {
+    async fn write_inner(&self, mut req: WriteRequest) -> WriteResult {
         let ctx = &self.ctx;
         let shard = req.shard;
         if !ctx.wal.has_replica(shard) {
@@ -64,15 +64,7 @@ impl NodeService {
                 ),
             });
         }
-        let mut tables = req.tables;
-        if !req.points_ipc.is_empty() || tables.is_empty() {
-            tables.push(TableBatch {
-                measurement: req.measurement,
-                points_ipc: req.points_ipc,
-                series_ipc: req.series_ipc,
-                database: req.database,
-            });
-        }
+        let tables = wire::write_tables(&mut req);
         for t in &tables {
             if t.database.is_empty() {
                 return WriteResult::Rejected(Rejected {
@@ -128,12 +120,7 @@ impl NodeService {
             });
         };
         // Every table of the write, each with its database, in one entry.
-        let entry = WalEntry {
-            request_id: req.request_id,
-            tables,
-            ..WalEntry::default()
-        }
-        .encode_to_vec();
+        let entry = wire::write_entry(req.request_id, tables).encode_to_vec();
         match ctx.wal.propose(shard, entry).await {
             Ok(c) => WriteResult::Committed(proto::Committed {
                 index: c.index,
@@ -223,27 +210,14 @@ impl proto::node_server::Node for NodeService {
                     EngineError::TableUnavailable { .. } => Status::unavailable(e.to_string()),
                     e => Status::invalid_argument(e.to_string()),
                 })?;
-        let result_ipc = encode_ipc(&batches).map_err(|e| Status::internal(e.to_string()))?;
+        // An empty schema when there are no rows to answer with.
+        let schema = batches
+            .first()
+            .map_or_else(|| Arc::new(arrow_schema::Schema::empty()), |b| b.schema());
+        let result_ipc =
+            wire::encode_stream(&schema, &batches).map_err(|e| Status::internal(e.to_string()))?;
         Ok(Response::new(QueryResponse { result_ipc }))
     }
-}
-
-/// Arrow IPC stream of query results (an empty schema when there are none).
-pub fn encode_ipc(
-    batches: &[arrow_array::RecordBatch],
-) -> Result<Vec<u8>, arrow_schema::ArrowError> {
-    let schema = batches
-        .first()
-        .map_or_else(|| Arc::new(arrow_schema::Schema::empty()), |b| b.schema());
-    let mut out = Vec::new();
-    {
-        let mut w = arrow_ipc::writer::StreamWriter::try_new(&mut out, &schema)?;
-        for b in batches {
-            w.write(b)?;
-        }
-        w.finish()?;
-    }
-    Ok(out)
 }
 
 #[derive(Clone)]
@@ -512,11 +486,7 @@ impl proto::admin_server::Admin for AdminService {
             return Err(Status::invalid_argument(e));
         }
         let what = format!("shard {}: {:?}", req.shard, op.op);
-        let entry = WalEntry {
-            op: Some(op),
-            ..WalEntry::default()
-        }
-        .encode_to_vec();
+        let entry = wire::op_entry(op).encode_to_vec();
         let res = self.ctx.wal.propose(req.shard, entry).await.map(|_| ());
         if let Err(WalError::Rejected(reason)) = &res {
             return Err(Status::invalid_argument(reason.clone()));

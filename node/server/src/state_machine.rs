@@ -42,7 +42,16 @@ impl StateMachine for EngineStateMachine {
                 Err(e) => Err(format!("shard {shard} index {index}: {e}")),
             };
         }
-        let mut tables: Vec<TableBatchRef<'_>> = entry
+        // A write's one shape (shardhouse_common::wire): its tables, each
+        // naming its database. An entry with neither tables nor an operation
+        // is layout 1's single-table shape (its fields are reserved now).
+        if entry.tables.is_empty() {
+            return Ok(ApplyOutcome::Rejected(format!(
+                "shard {shard} index {index}: the entry carries no tables and no storage \
+                 operation (a storage layout 1 entry?); it is not stored"
+            )));
+        }
+        let tables: Vec<TableBatchRef<'_>> = entry
             .tables
             .iter()
             .map(|t| TableBatchRef {
@@ -52,20 +61,6 @@ impl StateMachine for EngineStateMachine {
                 series_ipc: &t.series_ipc,
             })
             .collect();
-        if !entry.points_ipc.is_empty() {
-            // Layout 1's single-table shape names no database: it is
-            // rejected alike on every replica (data directories of layout 1
-            // are refused at start, see docs/storage.md).
-            tables.push(TableBatchRef {
-                database: "",
-                measurement: &entry.measurement,
-                points_ipc: &entry.points_ipc,
-                series_ipc: &entry.series_ipc,
-            });
-        }
-        if tables.is_empty() {
-            return Ok(ApplyOutcome::Applied);
-        }
         match self.engine.apply_tables(shard, index, &tables) {
             Ok(Applied::Stored) => Ok(ApplyOutcome::Applied),
             Ok(Applied::Rejected(e)) => Ok(ApplyOutcome::Rejected(e.to_string())),
