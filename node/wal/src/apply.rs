@@ -13,7 +13,7 @@ use raft::eraftpb::ConfState;
 use tokio::sync::oneshot;
 
 use crate::error::{Result, WalError};
-use crate::storage::GeneratedSnapshot;
+use crate::snapshot::GeneratedSnapshot;
 use crate::{
     metrics, policy, ApplyOutcome, ApplyStall, Committed, ShardHandle, ShardId, StateMachine,
 };

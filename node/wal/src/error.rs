@@ -13,8 +13,13 @@ pub enum WalError {
     ShardNotFound(ShardId),
     #[error("shard temporarily unavailable: {0}; retry later")]
     Unavailable(String),
-    #[error("WAL storage (RocksDB) failed: {0}; check the disk and the data directory")]
-    Storage(String),
+    #[error("WAL storage (RocksDB) failed: {}{source}; check the disk and the data directory", context_prefix(.context))]
+    Storage {
+        /// What the WAL was doing, when it is more than a read or write of
+        /// the log (e.g. opening the database at a path).
+        context: Option<String>,
+        source: rocksdb::Error,
+    },
     #[error("WAL data is corrupt: {0}; the data directory must be repaired or the replica rebuilt from a snapshot")]
     Corrupt(String),
     /// The entry committed but its content can never be stored (for
@@ -29,10 +34,61 @@ pub enum WalError {
 }
 
 impl From<rocksdb::Error> for WalError {
-    fn from(e: rocksdb::Error) -> Self {
-        WalError::Storage(e.to_string())
+    fn from(source: rocksdb::Error) -> Self {
+        WalError::Storage {
+            context: None,
+            source,
+        }
     }
+}
+
+/// `<context>: ` before the RocksDB error, when there is a context.
+fn context_prefix(context: &Option<String>) -> String {
+    context
+        .as_ref()
+        .map(|c| format!("{c}: "))
+        .unwrap_or_default()
 }
 
 /// Result alias of this crate.
 pub type Result<T, E = WalError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A real RocksDB error: opening a database where a plain file is.
+    fn rocksdb_error() -> rocksdb::Error {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("not-a-dir");
+        std::fs::write(&file, b"x").unwrap();
+        let mut o = rocksdb::Options::default();
+        o.create_if_missing(true);
+        match rocksdb::DB::open(&o, file.join("db")) {
+            Ok(_) => panic!("opened a database below a plain file"),
+            Err(e) => e,
+        }
+    }
+
+    #[test]
+    fn storage_error_keeps_its_source_and_its_text() {
+        let source = rocksdb_error();
+        let text = source.to_string();
+        let e = WalError::from(source.clone());
+        assert_eq!(
+            e.to_string(),
+            format!("WAL storage (RocksDB) failed: {text}; check the disk and the data directory")
+        );
+        let e = WalError::Storage {
+            context: Some("cannot open the WAL RocksDB at /x".into()),
+            source,
+        };
+        assert_eq!(
+            e.to_string(),
+            format!("WAL storage (RocksDB) failed: cannot open the WAL RocksDB at /x: {text}; check the disk and the data directory")
+        );
+        let inner = std::error::Error::source(&e).expect("a source");
+        assert!(inner.downcast_ref::<rocksdb::Error>().is_some());
+        assert_eq!(inner.to_string(), text);
+    }
+}

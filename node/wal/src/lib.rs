@@ -9,284 +9,43 @@
 //! and snapshots.
 
 mod apply;
+mod config;
+mod edges;
 mod error;
 mod keys;
 pub mod metrics;
 mod policy;
 mod poller;
+mod shared;
+mod snapshot;
+mod status;
 mod storage;
 
 use std::collections::HashMap;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::Sender;
 use parking_lot::{Mutex, RwLock};
 use raft::eraftpb::{ConfChange, ConfChangeType};
 use rocksdb::DB;
 use tokio::sync::oneshot;
 
+pub use config::WalConfig;
+pub use edges::{ApplyOutcome, StateMachine, Transport};
 pub use error::{Result, WalError};
 pub use raft;
 pub use raft::eraftpb;
+pub use status::{ApplyStall, Committed, Role, ShardStatus, WalStats};
 
 use apply::ApplyMsg;
 use poller::{Peer, PollMsg, Poller};
-use storage::{ShardStorage, SnapSlot};
+use shared::{Inner, ShardHandle, StatsCounters};
+use storage::ShardStorage;
 
 pub type ShardId = u32;
 pub type NodeId = u64;
-
-/// WAL settings. `Default` gives production values except `node_id`/`dir`.
-#[derive(Debug, Clone)]
-pub struct WalConfig {
-    /// This node's Raft id (non-zero, unique in the cluster).
-    pub node_id: NodeId,
-    /// RocksDB directory of the log (created if missing).
-    pub dir: PathBuf,
-    pub tick_interval: Duration,
-    /// Election timeout in ticks.
-    pub election_ticks: usize,
-    pub heartbeat_ticks: usize,
-    /// Admission bound: bytes proposed on a shard and not yet applied.
-    pub max_inflight_bytes_per_shard: usize,
-    /// How often each shard's log is compacted up to the state machine's
-    /// flushed index.
-    pub compact_interval: Duration,
-    /// Skip compactions that would remove fewer entries than this.
-    pub compact_min_entries: u64,
-    /// Threads running the batched Ready loop (shard % poll_threads).
-    pub poll_threads: usize,
-    /// Threads calling the state machine (shard % apply_threads).
-    pub apply_threads: usize,
-    /// A proposal not committed within this fails with `Unavailable`.
-    pub propose_timeout: Duration,
-    /// raft-rs: max bytes of entries per append message.
-    pub max_size_per_msg: u64,
-    /// raft-rs: max append messages in flight per follower.
-    pub max_inflight_msgs: usize,
-    /// Recent entries kept in memory per shard beyond the applied index.
-    pub entry_cache_bytes_per_shard: usize,
-    /// RocksDB memtable size: large enough to hold the entries written
-    /// between a flush of the engine and the log compaction after it.
-    pub write_buffer_bytes: usize,
-    /// RocksDB `bytes_per_sync`: SST files (flushes, compactions) are synced
-    /// every this many bytes while written instead of in one burst at the
-    /// end. 0 = off.
-    pub sst_bytes_per_sync: u64,
-    /// RocksDB rate limit on SST writes (memtable flushes, compactions), in
-    /// bytes/s; 0 = unlimited. A flush writes the memtable's live entries
-    /// (~50-100 MB here) at once; unpaced, every WAL fsync queued behind it
-    /// waits. Keep it well above the SST demand (about a third of the WAL
-    /// ingest rate) or memtables pile up until RocksDB stalls writes.
-    pub sst_write_bytes_per_sec: u64,
-}
-
-impl Default for WalConfig {
-    fn default() -> Self {
-        WalConfig {
-            node_id: 1,
-            dir: PathBuf::from("wal"),
-            tick_interval: Duration::from_millis(100),
-            election_ticks: 10,
-            heartbeat_ticks: 3,
-            max_inflight_bytes_per_shard: 64 << 20,
-            // Short: entries the engine has flushed should be deleted while
-            // they are still in the memtable, so RocksDB never writes them
-            // to an SST (flushing and compacting dead entries costs CPU and
-            // disk bandwidth the WAL's fsyncs compete with).
-            compact_interval: Duration::from_millis(500),
-            compact_min_entries: 1,
-            poll_threads: 2,
-            apply_threads: 2,
-            propose_timeout: Duration::from_secs(10),
-            max_size_per_msg: 4 << 20,
-            max_inflight_msgs: 256,
-            entry_cache_bytes_per_shard: 32 << 20,
-            write_buffer_bytes: 256 << 20,
-            sst_bytes_per_sync: 1 << 20,
-            sst_write_bytes_per_sec: 48 << 20,
-        }
-    }
-}
-
-/// Delivers raft messages to other nodes.
-pub trait Transport: Send + Sync + 'static {
-    /// Deliver raft messages to other nodes (best effort; may drop). `msgs`
-    /// are (shard, message) pairs, all for `to`. Called from poll threads:
-    /// must not block.
-    fn send(&self, to: NodeId, msgs: Vec<(ShardId, eraftpb::Message)>);
-}
-
-/// What applying one committed entry decided. Both outcomes advance the
-/// shard's applied index; the decision must be a pure function of the
-/// shard's log so every replica takes the same one.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ApplyOutcome {
-    /// The entry's effects are in the state machine.
-    Applied,
-    /// The entry can never be stored (e.g. a field type conflicting with
-    /// an earlier entry): it is a no-op on every replica, and the proposer
-    /// gets [`WalError::Rejected`] with this reason.
-    Rejected(String),
-}
-
-/// What committed entries are applied to (the node's engine).
-pub trait StateMachine: Send + Sync + 'static {
-    /// Called in index order per shard, from WAL apply threads (blocking is
-    /// OK there). Only entries carrying caller data are passed.
-    ///
-    /// `Err` is a failure that may pass (the engine is unavailable): the
-    /// entry is NOT skipped. The shard's apply stops there and the same
-    /// entry is retried with backoff; [`ShardStatus::apply_stalled`] says why.
-    fn apply(
-        &self,
-        shard: ShardId,
-        index: u64,
-        data: &bytes::Bytes,
-    ) -> std::result::Result<ApplyOutcome, String>;
-    /// Highest index whose effects are durable in the state machine. The
-    /// log is compacted up to it, and on restart entries above it are
-    /// applied again.
-    fn flushed_index(&self, shard: ShardId) -> u64;
-    /// All of the shard's state, reflecting every entry applied so far, and
-    /// the index it covers. Called on the shard's apply thread.
-    fn snapshot(&self, shard: ShardId) -> std::result::Result<(u64, Vec<u8>), String>;
-    /// Replace the shard's state by a snapshot covering `index`.
-    fn restore(&self, shard: ShardId, index: u64, data: &[u8]) -> std::result::Result<(), String>;
-}
-
-/// A proposal's position once a quorum has it durably.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Committed {
-    pub index: u64,
-    pub term: u64,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Role {
-    #[default]
-    Follower,
-    PreCandidate,
-    Candidate,
-    Leader,
-}
-
-/// One replica's state, as reported by [`Wal::shard_states`].
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ShardStatus {
-    pub shard: ShardId,
-    pub role: Role,
-    pub term: u64,
-    pub leader_id: Option<NodeId>,
-    pub commit_index: u64,
-    pub applied_index: u64,
-    pub flushed_index: u64,
-    /// First index still in the log (after compaction).
-    pub first_index: u64,
-    pub last_index: u64,
-    pub voters: Vec<NodeId>,
-    pub learners: Vec<NodeId>,
-    /// On a leader: entries the slowest follower or learner is behind.
-    pub max_follower_lag: u64,
-    pub inflight_bytes: usize,
-    /// Set while the state machine keeps failing to apply the next entry:
-    /// the failure, and how many attempts were made. The shard's applied
-    /// index stays below that entry until it succeeds.
-    pub apply_stalled: Option<ApplyStall>,
-}
-
-/// Why a shard's apply is stuck (see [`StateMachine::apply`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ApplyStall {
-    /// Index of the entry that keeps failing.
-    pub index: u64,
-    pub error: String,
-    pub attempts: u32,
-}
-
-/// Counters of the WAL's group commit.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct WalStats {
-    pub synced_batches: u64,
-    pub synced_entries: u64,
-}
-
-impl WalStats {
-    /// Mean log entries per synced write batch.
-    pub fn mean_group_commit_entries(&self) -> f64 {
-        if self.synced_batches == 0 {
-            0.0
-        } else {
-            self.synced_entries as f64 / self.synced_batches as f64
-        }
-    }
-}
-
-#[derive(Default)]
-struct StatsCounters {
-    synced_batches: AtomicU64,
-    synced_entries: AtomicU64,
-}
-
-/// Per-shard state shared between callers, the poll thread and the apply
-/// thread.
-pub(crate) struct ShardHandle {
-    shard: ShardId,
-    poll_idx: usize,
-    inflight_bytes: AtomicUsize,
-    applied: AtomicU64,
-    /// EWMA of propose-to-commit latency, for `retry_after_ms`.
-    commit_micros: AtomicU64,
-    status: Mutex<ShardStatus>,
-    snap: Arc<Mutex<SnapSlot>>,
-    /// Set by the apply thread while an entry keeps failing to apply.
-    apply_stall: Mutex<Option<ApplyStall>>,
-    /// Woken whenever `applied` moves (readers waiting for a read index).
-    applied_notify: tokio::sync::Notify,
-}
-
-impl ShardHandle {
-    fn new(shard: ShardId, poll_idx: usize) -> ShardHandle {
-        ShardHandle {
-            shard,
-            poll_idx,
-            inflight_bytes: AtomicUsize::new(0),
-            applied: AtomicU64::new(0),
-            commit_micros: AtomicU64::new(0),
-            status: Mutex::new(ShardStatus {
-                shard,
-                ..Default::default()
-            }),
-            snap: Default::default(),
-            apply_stall: Mutex::new(None),
-            applied_notify: tokio::sync::Notify::new(),
-        }
-    }
-}
-
-pub(crate) struct Inner {
-    cfg: WalConfig,
-    transport: Arc<dyn Transport>,
-    sm: Arc<dyn StateMachine>,
-    shards: RwLock<HashMap<ShardId, Arc<ShardHandle>>>,
-    poll_txs: Vec<Sender<PollMsg>>,
-    apply_txs: Vec<Sender<ApplyMsg>>,
-    stats: StatsCounters,
-    lag_slots: Vec<AtomicU64>,
-}
-
-impl Inner {
-    fn apply_tx(&self, shard: ShardId) -> Sender<ApplyMsg> {
-        self.apply_txs[shard as usize % self.apply_txs.len()].clone()
-    }
-    fn poll_idx(&self, shard: ShardId) -> usize {
-        shard as usize % self.poll_txs.len()
-    }
-}
 
 /// The node's multi-Raft WAL. `Send + Sync`; share it as `Arc<Wal>`.
 pub struct Wal {
@@ -318,11 +77,12 @@ fn open_db(cfg: &WalConfig) -> Result<DB> {
         // 100 ms refill, RocksDB's default fairness.
         o.set_ratelimiter(rate, 100_000, 10);
     }
-    DB::open(&o, &cfg.dir).map_err(|e| {
-        WalError::Storage(format!(
-            "cannot open the WAL RocksDB at {}: {e}",
+    DB::open(&o, &cfg.dir).map_err(|source| WalError::Storage {
+        context: Some(format!(
+            "cannot open the WAL RocksDB at {}",
             cfg.dir.display()
-        ))
+        )),
+        source,
     })
 }
 

@@ -16,23 +16,8 @@ use rocksdb::{Direction, IteratorMode, WriteBatch, DB};
 use crate::apply::ApplyMsg;
 use crate::error::{Result, WalError};
 use crate::keys::{self, LocalState};
+use crate::snapshot::SnapSlot;
 use crate::ShardId;
-
-/// A snapshot built by the apply thread, waiting for raft-rs to ask again.
-pub struct GeneratedSnapshot {
-    pub index: u64,
-    pub conf_state: ConfState,
-    pub data: Bytes,
-}
-
-/// Hand-off between `Storage::snapshot` (poll thread) and the apply thread
-/// that builds snapshots, so a slow state machine export never blocks the
-/// poll thread: raft-rs gets `SnapshotTemporarilyUnavailable` and retries.
-#[derive(Default)]
-pub struct SnapSlot {
-    pub generating: bool,
-    pub ready: Option<GeneratedSnapshot>,
-}
 
 pub struct ShardStorage {
     shard: ShardId,
@@ -449,6 +434,7 @@ impl raft::Storage for ShardStorage {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::snapshot::GeneratedSnapshot;
     use raft::Storage;
     use rocksdb::{Options, WriteOptions};
 

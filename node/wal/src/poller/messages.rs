@@ -1,0 +1,259 @@
+//! What callers ask of a poll thread ([`PollMsg`]), and the deadlines of
+//! the requests it holds (proposals, membership changes, reads, leader
+//! transfers).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crossbeam_channel::Sender;
+use raft::eraftpb::{ConfChange, EntryType, Message};
+use raft::StateRole;
+use tokio::sync::oneshot;
+
+use super::{ConfWaiter, Poller, Proposal, ReadWaiter, TransferWaiter};
+use crate::error::{Result, WalError};
+use crate::{Committed, NodeId, ShardHandle, ShardId};
+
+pub enum PollMsg {
+    Step {
+        shard: ShardId,
+        msg: Message,
+    },
+    Propose {
+        handle: Arc<ShardHandle>,
+        data: Vec<u8>,
+        started: Instant,
+        tx: oneshot::Sender<Result<Committed>>,
+    },
+    ConfChange {
+        shard: ShardId,
+        cc: ConfChange,
+        tx: oneshot::Sender<Result<()>>,
+    },
+    TransferLeader {
+        shard: ShardId,
+        to: NodeId,
+        tx: oneshot::Sender<Result<()>>,
+    },
+    ReportUnreachable {
+        shard: ShardId,
+        node: NodeId,
+    },
+    /// A Raft read index: the commit index once leadership is confirmed.
+    ReadIndex {
+        shard: ShardId,
+        tx: oneshot::Sender<Result<u64>>,
+    },
+    Create {
+        shard: ShardId,
+        voters: Vec<NodeId>,
+        tx: Sender<Result<()>>,
+    },
+    Destroy {
+        shard: ShardId,
+        tx: Sender<Result<()>>,
+    },
+    Shutdown,
+}
+
+impl Poller {
+    pub(super) fn handle_msg(&mut self, m: PollMsg) {
+        match m {
+            PollMsg::Step { shard, msg } => {
+                if let Some(p) = self.peers.get_mut(&shard) {
+                    if let Err(e) = p.node.step(msg) {
+                        tracing::debug!(shard, error = %e, "raft step rejected a message");
+                    }
+                }
+            }
+            PollMsg::Propose {
+                handle,
+                data,
+                started,
+                tx,
+            } => {
+                let size = data.len();
+                let Some(p) = self.peers.get_mut(&handle.shard) else {
+                    handle.inflight_bytes.fetch_sub(size, Ordering::AcqRel);
+                    let _ = tx.send(Err(WalError::ShardNotFound(handle.shard)));
+                    return;
+                };
+                let proposal = |index, term| Proposal {
+                    index,
+                    term,
+                    size,
+                    started,
+                    tx,
+                };
+                if p.node.raft.state != StateRole::Leader {
+                    let err = p.not_leader();
+                    p.fail_proposal(proposal(0, 0), err);
+                    return;
+                }
+                let before = p.node.raft.raft_log.last_index();
+                let r = p.node.propose(Vec::new(), data);
+                let index = p.node.raft.raft_log.last_index();
+                match r {
+                    Ok(()) if index > before => {
+                        let term = p.node.raft.term;
+                        p.proposals.push_back(proposal(index, term));
+                    }
+                    Ok(()) => p.fail_proposal(
+                        proposal(0, 0),
+                        WalError::Unavailable("proposal dropped by raft".into()),
+                    ),
+                    Err(e) => p.fail_proposal(
+                        proposal(0, 0),
+                        WalError::Unavailable(format!(
+                            "proposal dropped ({e}); a leader transfer may be in progress"
+                        )),
+                    ),
+                }
+            }
+            PollMsg::ConfChange { shard, cc, tx } => {
+                let Some(p) = self.peers.get_mut(&shard) else {
+                    let _ = tx.send(Err(WalError::ShardNotFound(shard)));
+                    return;
+                };
+                if p.node.raft.state != StateRole::Leader {
+                    let _ = tx.send(Err(p.not_leader()));
+                    return;
+                }
+                let before = p.node.raft.raft_log.last_index();
+                if let Err(e) = p.node.propose_conf_change(Vec::new(), cc) {
+                    let _ = tx.send(Err(WalError::Unavailable(format!(
+                        "membership change dropped: {e}"
+                    ))));
+                    return;
+                }
+                let index = p.node.raft.raft_log.last_index();
+                let accepted = index > before
+                    && p.node
+                        .raft
+                        .raft_log
+                        .entries(index, 1, raft::GetEntriesContext::empty(false))
+                        .ok()
+                        .and_then(|v| v.first().map(|e| e.get_entry_type()))
+                        == Some(EntryType::EntryConfChange);
+                if !accepted {
+                    // raft-rs turns a conf change into an empty entry while
+                    // an earlier one is not applied yet.
+                    let _ = tx.send(Err(WalError::Unavailable(
+                        "another membership change of this shard is in progress".into(),
+                    )));
+                    return;
+                }
+                let term = p.node.raft.term;
+                p.conf_waiters.push(ConfWaiter {
+                    index,
+                    term,
+                    started: Instant::now(),
+                    tx,
+                });
+            }
+            PollMsg::TransferLeader { shard, to, tx } => {
+                let Some(p) = self.peers.get_mut(&shard) else {
+                    let _ = tx.send(Err(WalError::ShardNotFound(shard)));
+                    return;
+                };
+                if p.node.raft.leader_id == to && to != 0 {
+                    let _ = tx.send(Ok(()));
+                    return;
+                }
+                if p.node.raft.state != StateRole::Leader {
+                    let _ = tx.send(Err(p.not_leader()));
+                    return;
+                }
+                p.node.transfer_leader(to);
+                let cfg = &self.inner.cfg;
+                let deadline = Instant::now() + cfg.tick_interval * (cfg.election_ticks as u32 * 3);
+                if let Some(old) = p.transfer.replace(TransferWaiter { to, deadline, tx }) {
+                    let _ = old.tx.send(Err(WalError::Unavailable(
+                        "superseded by a newer leader transfer".into(),
+                    )));
+                }
+            }
+            PollMsg::ReportUnreachable { shard, node } => {
+                if let Some(p) = self.peers.get_mut(&shard) {
+                    p.node.report_unreachable(node);
+                }
+            }
+            PollMsg::ReadIndex { shard, tx } => {
+                let Some(p) = self.peers.get_mut(&shard) else {
+                    let _ = tx.send(Err(WalError::ShardNotFound(shard)));
+                    return;
+                };
+                if p.node.raft.leader_id == 0 {
+                    let _ = tx.send(Err(WalError::Unavailable(format!(
+                        "shard {shard} has no known leader (election in progress); retry"
+                    ))));
+                    return;
+                }
+                p.next_read_ctx += 1;
+                let ctx = p.next_read_ctx.to_be_bytes().to_vec();
+                p.node.read_index(ctx.clone());
+                let cfg = &self.inner.cfg;
+                let deadline = Instant::now() + cfg.tick_interval * (cfg.election_ticks as u32 * 2);
+                p.reads.push_back(ReadWaiter { ctx, deadline, tx });
+            }
+            PollMsg::Create { shard, voters, tx } => {
+                let r = if self.peers.contains_key(&shard) {
+                    Ok(())
+                } else {
+                    self.create_peer(shard, voters)
+                };
+                let _ = tx.send(r);
+            }
+            PollMsg::Destroy { shard, tx } => {
+                let _ = tx.send(self.destroy_peer(shard));
+            }
+            PollMsg::Shutdown => {}
+        }
+    }
+
+    pub(super) fn check_timeouts(&mut self) {
+        let timeout = self.inner.cfg.propose_timeout;
+        let now = Instant::now();
+        for p in self.peers.values_mut() {
+            while p
+                .proposals
+                .front()
+                .is_some_and(|x| x.started + timeout <= now)
+            {
+                let x = p.proposals.pop_front().expect("front exists");
+                p.fail_proposal(
+                    x,
+                    WalError::Unavailable(format!(
+                        "not committed within {timeout:?}; the shard may have lost its quorum"
+                    )),
+                );
+            }
+            let mut i = 0;
+            while i < p.conf_waiters.len() {
+                if p.conf_waiters[i].started + timeout <= now {
+                    let w = p.conf_waiters.swap_remove(i);
+                    let _ = w.tx.send(Err(WalError::Unavailable(
+                        "membership change not committed in time".into(),
+                    )));
+                } else {
+                    i += 1;
+                }
+            }
+            while p.reads.front().is_some_and(|r| r.deadline <= now) {
+                let r = p.reads.pop_front().expect("front exists");
+                let _ = r.tx.send(Err(WalError::Unavailable(format!(
+                    "shard {}: leadership was not confirmed in time for a read; retry on another replica",
+                    p.shard
+                ))));
+            }
+            if p.transfer.as_ref().is_some_and(|t| t.deadline <= now) {
+                let t = p.transfer.take().expect("checked");
+                let _ = t.tx.send(Err(WalError::Unavailable(format!(
+                    "leadership did not move to {} in time",
+                    t.to
+                ))));
+            }
+        }
+    }
+}

@@ -1,0 +1,352 @@
+//! Ready handling: one round of the batched Ready loop for all of a poll
+//! thread's shards (one synced write batch), then what follows persistence
+//! (messages that had to wait, committed entries, applied index).
+
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use protobuf::Message as _;
+use raft::eraftpb::{
+    ConfChange, ConfChangeV2, ConfState, Entry, EntryType, Message, MessageType, Snapshot,
+};
+use raft::{SnapshotStatus, StateRole};
+use rocksdb::{WriteBatch, WriteOptions};
+
+use super::{Peer, Poller};
+use crate::apply::{ApplyItem, ApplyMsg, ApplyWaiter};
+use crate::error::WalError;
+use crate::{metrics, policy, Committed, ShardId};
+
+impl Peer {
+    /// Answers the read-index requests raft confirmed.
+    fn handle_read_states(&mut self, states: Vec<raft::ReadState>) {
+        for rs in states {
+            if let Some(pos) = self.reads.iter().position(|r| r.ctx == rs.request_ctx) {
+                let r = self.reads.remove(pos).expect("position is valid");
+                let _ = r.tx.send(Ok(rs.index));
+            }
+        }
+    }
+
+    /// Resolves proposals, applies conf changes to raft and queues the
+    /// entries for the apply thread.
+    fn handle_committed(&mut self, entries: Vec<Entry>) {
+        if entries.is_empty() {
+            return;
+        }
+        let mut items = Vec::with_capacity(entries.len());
+        for e in entries {
+            let mut release = 0;
+            let mut waiter = None;
+            while self.proposals.front().is_some_and(|p| p.index <= e.index) {
+                let p = self.proposals.pop_front().expect("front exists");
+                if p.index == e.index && p.term == e.term {
+                    let elapsed = p.started.elapsed();
+                    metrics::COMMIT_SECONDS.observe(elapsed.as_secs_f64());
+                    let prev = self.handle.commit_micros.load(Ordering::Relaxed);
+                    self.handle.commit_micros.store(
+                        policy::ewma(prev, elapsed.as_micros() as u64),
+                        Ordering::Relaxed,
+                    );
+                    release = p.size;
+                    // Answered by the apply thread: only the apply decides
+                    // whether the entry is stored or rejected.
+                    waiter = Some(ApplyWaiter {
+                        committed: Committed {
+                            index: e.index,
+                            term: e.term,
+                        },
+                        tx: p.tx,
+                    });
+                } else {
+                    // Another leader's entry took this index.
+                    let err = self.not_leader();
+                    self.fail_proposal(p, err);
+                }
+            }
+            let mut item = ApplyItem {
+                index: e.index,
+                data: None,
+                conf_state: None,
+                release,
+                waiter,
+            };
+            match e.get_entry_type() {
+                EntryType::EntryNormal => {
+                    if !e.data.is_empty() {
+                        item.data = Some(e.data);
+                    }
+                }
+                EntryType::EntryConfChange | EntryType::EntryConfChangeV2 => {
+                    let applied = self.apply_conf_change(&e);
+                    let mut result = Err(String::new());
+                    match applied {
+                        Ok(cs) => {
+                            self.node.mut_store().set_conf_state(cs.clone(), e.index);
+                            self.state_dirty = true;
+                            item.conf_state = Some(cs);
+                            result = Ok(());
+                        }
+                        Err(msg) => {
+                            tracing::warn!(shard = self.shard, index = e.index, error = %msg, "membership change rejected");
+                            result = Err(msg).or(result);
+                        }
+                    }
+                    let mut i = 0;
+                    while i < self.conf_waiters.len() {
+                        let w = &self.conf_waiters[i];
+                        if w.index <= e.index {
+                            let w = self.conf_waiters.swap_remove(i);
+                            let r = if w.index == e.index && w.term == e.term {
+                                result.clone().map_err(|m| {
+                                    WalError::InvalidArgument(format!("membership change: {m}"))
+                                })
+                            } else {
+                                Err(self.not_leader())
+                            };
+                            let _ = w.tx.send(r);
+                        } else {
+                            i += 1;
+                        }
+                    }
+                }
+            }
+            items.push(item);
+        }
+        let _ = self.apply_tx.send(ApplyMsg::Entries {
+            shard: self.shard,
+            items,
+        });
+    }
+
+    fn apply_conf_change(&mut self, e: &Entry) -> std::result::Result<ConfState, String> {
+        let r = if e.get_entry_type() == EntryType::EntryConfChange {
+            let cc = ConfChange::parse_from_bytes(&e.data).map_err(|x| x.to_string())?;
+            self.node.apply_conf_change(&cc)
+        } else {
+            let cc = ConfChangeV2::parse_from_bytes(&e.data).map_err(|x| x.to_string())?;
+            self.node.apply_conf_change(&cc)
+        };
+        r.map_err(|x| x.to_string())
+    }
+
+    /// Installs a received snapshot: the state machine first (on the
+    /// shard's apply thread, after every earlier entry), then the log.
+    fn install_snapshot(&mut self, snap: &Snapshot, wb: &mut WriteBatch) {
+        let meta = snap.get_metadata();
+        let (done_tx, done_rx) = crossbeam_channel::bounded(1);
+        let _ = self.apply_tx.send(ApplyMsg::Restore {
+            shard: self.shard,
+            index: meta.index,
+            conf_state: meta.get_conf_state().clone(),
+            data: snap.data.clone(),
+            done: done_tx,
+        });
+        match done_rx.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                // Raft already took the snapshot; continuing would leave the
+                // state machine with a hole. Stop loudly instead.
+                tracing::error!(shard = self.shard, error = %e, "state machine failed to restore a snapshot");
+                panic!(
+                    "shard {}: state machine failed to restore snapshot at {}: {e}",
+                    self.shard, meta.index
+                );
+            }
+            Err(_) => panic!("shard {}: apply thread gone during restore", self.shard),
+        }
+        self.node.mut_store().apply_snapshot(meta, wb);
+        self.state_dirty = true;
+        metrics::SNAPSHOTS.with_label_values(&["received"]).inc();
+        tracing::info!(shard = self.shard, index = meta.index, "installed snapshot");
+    }
+}
+
+impl Poller {
+    fn collect(&mut self, shard: ShardId, msgs: Vec<Message>) {
+        for m in msgs {
+            if m.get_msg_type() == MessageType::MsgSnapshot {
+                metrics::SNAPSHOTS.with_label_values(&["sent"]).inc();
+                self.snapshots_sent.push((shard, m.to));
+            }
+            self.out.entry(m.to).or_default().push((shard, m));
+        }
+    }
+
+    /// One round of the batched Ready loop. Returns true if more work is
+    /// already pending.
+    pub(super) fn round(&mut self, compact: bool, ticked: bool) -> bool {
+        let mut wb = WriteBatch::default();
+        let mut sync = false;
+        let mut n_entries = 0usize;
+        let mut readies = Vec::new();
+        let shards: Vec<ShardId> = self.peers.keys().copied().collect();
+        for shard in &shards {
+            let p = self.peers.get_mut(shard).expect("listed");
+            if !p.node.has_ready() {
+                continue;
+            }
+            let mut rd = p.node.ready();
+            // A leader's messages go out before its own fsync (raft thesis
+            // 10.2.1), so followers persist in parallel.
+            let msgs = rd.take_messages();
+            if !rd.snapshot().is_empty() {
+                let snap = rd.snapshot().clone();
+                p.install_snapshot(&snap, &mut wb);
+                sync = true;
+            }
+            p.handle_committed(rd.take_committed_entries());
+            p.handle_read_states(rd.take_read_states());
+            let entries = rd.take_entries();
+            n_entries += entries.len();
+            if let Err(e) = p.node.mut_store().append(&entries, &mut wb) {
+                panic!("shard {shard}: cannot stage log entries: {e}");
+            }
+            if let Some(hs) = rd.hs() {
+                p.node.mut_store().set_hard_state(hs.clone());
+                p.state_dirty = true;
+            }
+            sync |= rd.must_sync();
+            readies.push((*shard, rd));
+            self.collect(*shard, msgs);
+        }
+        if compact {
+            self.compact(&mut wb);
+        }
+        for p in self.peers.values_mut() {
+            if p.state_dirty {
+                p.node.store().write_state(&mut wb);
+                p.state_dirty = false;
+            }
+        }
+        if !wb.is_empty() {
+            let mut wo = WriteOptions::default();
+            wo.set_sync(sync);
+            let started = Instant::now();
+            if let Err(e) = self.db.write_opt(wb, &wo) {
+                // Raft must never be told something is durable that is not.
+                tracing::error!(error = %e, "WAL write failed");
+                panic!("WAL RocksDB write failed: {e}");
+            }
+            if sync {
+                metrics::APPEND_SECONDS.observe(started.elapsed().as_secs_f64());
+                metrics::GROUP_COMMIT_ENTRIES.observe(n_entries as f64);
+                self.inner
+                    .stats
+                    .synced_batches
+                    .fetch_add(1, Ordering::Relaxed);
+                self.inner
+                    .stats
+                    .synced_entries
+                    .fetch_add(n_entries as u64, Ordering::Relaxed);
+            }
+        }
+        let had_ready = !readies.is_empty();
+        for (shard, mut rd) in readies {
+            let p = self.peers.get_mut(&shard).expect("listed");
+            // Follower/candidate messages (votes, append responses) may only
+            // leave after the batch is durable.
+            let persisted = rd.take_persisted_messages();
+            let mut light = p.node.advance_append(rd);
+            // raft-rs reports a commit advance that follows this persist
+            // (a leader's, above all a single voter's) here and not in a
+            // later Ready's hard state. Persist it with the next batch, or a
+            // restart finds the log compacted past the stored commit.
+            if let Some(commit) = light.commit_index() {
+                p.node.mut_store().set_commit(commit);
+                p.state_dirty = true;
+            }
+            let msgs = light.take_messages();
+            p.handle_committed(light.take_committed_entries());
+            self.collect(shard, persisted);
+            self.collect(shard, msgs);
+        }
+        for (to, msgs) in self.out.drain() {
+            self.inner.transport.send(to, msgs);
+        }
+        for (shard, to) in std::mem::take(&mut self.snapshots_sent) {
+            // Delivery is best effort; report it done so the leader probes
+            // the follower again and re-sends if the snapshot was lost.
+            if let Some(p) = self.peers.get_mut(&shard) {
+                p.node.report_snapshot(to, SnapshotStatus::Finish);
+            }
+        }
+        let cache_limit = self.inner.cfg.entry_cache_bytes_per_shard;
+        let mut busy = false;
+        let mut max_lag = 0u64;
+        for p in self.peers.values_mut() {
+            let applied = p.handle.applied.load(Ordering::Acquire);
+            let log = &p.node.raft.raft_log;
+            let applied = applied.min(log.committed).min(log.persisted);
+            if applied > log.applied {
+                p.node.advance_apply_to(applied);
+            }
+            p.node.mut_store().evict_cache(applied, cache_limit);
+            let leader = p.node.raft.state == StateRole::Leader;
+            if leader != p.is_leader {
+                p.is_leader = leader;
+                if leader {
+                    metrics::LEADERS.inc();
+                } else {
+                    metrics::LEADERS.dec();
+                    // A transfer waiter stays: losing leadership is how a
+                    // transfer succeeds; it resolves when `to` is seen
+                    // leading, or at its deadline.
+                    let hint = p.leader_hint();
+                    let transfer = p.transfer.take();
+                    p.fail_waiters(|| WalError::NotLeader { leader_hint: hint });
+                    p.transfer = transfer;
+                }
+            }
+            if let Some(t) = &p.transfer {
+                if p.node.raft.leader_id == t.to {
+                    let t = p.transfer.take().expect("checked");
+                    let _ = t.tx.send(Ok(()));
+                }
+            }
+            if had_ready || ticked {
+                let st = p.status();
+                max_lag = max_lag.max(st.max_follower_lag);
+                *p.handle.status.lock() = st;
+            }
+            busy |= p.state_dirty || p.node.has_ready();
+        }
+        if ticked {
+            self.inner.lag_slots[self.idx].store(max_lag, Ordering::Relaxed);
+            let lag = self
+                .inner
+                .lag_slots
+                .iter()
+                .map(|s| s.load(Ordering::Relaxed))
+                .max()
+                .unwrap_or(0);
+            metrics::FOLLOWER_LAG.set(lag as f64);
+        }
+        busy
+    }
+
+    fn compact(&mut self, wb: &mut WriteBatch) {
+        let min_step = self.inner.cfg.compact_min_entries;
+        for p in self.peers.values_mut() {
+            let st = p.node.store();
+            let applied = p.handle.applied.load(Ordering::Acquire);
+            let flushed = self.inner.sm.flushed_index(p.shard);
+            let Some(target) = policy::compaction_target(
+                st.truncated_index(),
+                applied,
+                flushed,
+                st.last_index_value(),
+                min_step,
+            ) else {
+                continue;
+            };
+            match p.node.mut_store().compact_to(target, wb) {
+                Ok(()) => {
+                    p.state_dirty = true;
+                    tracing::debug!(shard = p.shard, target, "compacted raft log");
+                }
+                Err(e) => tracing::warn!(shard = p.shard, error = %e, "log compaction failed"),
+            }
+        }
+    }
+}

@@ -1,0 +1,71 @@
+//! What the WAL reports: a proposal's position, each replica's state and
+//! the group-commit counters.
+
+use crate::{NodeId, ShardId};
+
+/// A proposal's position once a quorum has it durably.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Committed {
+    pub index: u64,
+    pub term: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Role {
+    #[default]
+    Follower,
+    PreCandidate,
+    Candidate,
+    Leader,
+}
+
+/// One replica's state, as reported by [`Wal::shard_states`](crate::Wal::shard_states).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ShardStatus {
+    pub shard: ShardId,
+    pub role: Role,
+    pub term: u64,
+    pub leader_id: Option<NodeId>,
+    pub commit_index: u64,
+    pub applied_index: u64,
+    pub flushed_index: u64,
+    /// First index still in the log (after compaction).
+    pub first_index: u64,
+    pub last_index: u64,
+    pub voters: Vec<NodeId>,
+    pub learners: Vec<NodeId>,
+    /// On a leader: entries the slowest follower or learner is behind.
+    pub max_follower_lag: u64,
+    pub inflight_bytes: usize,
+    /// Set while the state machine keeps failing to apply the next entry:
+    /// the failure, and how many attempts were made. The shard's applied
+    /// index stays below that entry until it succeeds.
+    pub apply_stalled: Option<ApplyStall>,
+}
+
+/// Why a shard's apply is stuck (see [`StateMachine::apply`](crate::StateMachine::apply)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApplyStall {
+    /// Index of the entry that keeps failing.
+    pub index: u64,
+    pub error: String,
+    pub attempts: u32,
+}
+
+/// Counters of the WAL's group commit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WalStats {
+    pub synced_batches: u64,
+    pub synced_entries: u64,
+}
+
+impl WalStats {
+    /// Mean log entries per synced write batch.
+    pub fn mean_group_commit_entries(&self) -> f64 {
+        if self.synced_batches == 0 {
+            0.0
+        } else {
+            self.synced_entries as f64 / self.synced_batches as f64
+        }
+    }
+}
