@@ -5,9 +5,12 @@
 
 use super::*;
 use crate::cardinality::Cardinality;
-use arrow_array::Array;
-use shardhouse_common::lineproto::{parse_body, OwnedFieldValue, OwnedPoint};
+use arrow_array::{Array, ArrayRef, RecordBatch};
+use arrow_schema::DataType;
+use shardhouse_common::lineproto::{parse_body, FieldType, OwnedFieldValue, OwnedPoint};
 use shardhouse_common::series;
+use shardhouse_common::shard::jump_hash;
+use shardhouse_common::wire;
 use std::collections::BTreeMap;
 
 const SHARDS: u32 = 4;
@@ -142,10 +145,10 @@ fn model(body: &[u8]) -> Outcome {
 }
 
 fn decode(ipc: &[u8]) -> RecordBatch {
-    let mut reader = arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(ipc), None)
-        .expect("a valid IPC stream");
-    let batch = reader.next().expect("one batch").expect("decodes");
-    assert!(reader.next().is_none(), "exactly one batch per stream");
+    let (schema, mut batches) = wire::decode_stream(ipc).expect("a valid IPC stream");
+    assert_eq!(batches.len(), 1, "exactly one batch per stream");
+    let batch = batches.remove(0);
+    assert_eq!(schema.as_ref(), Some(&batch.schema()));
     batch
 }
 
@@ -187,9 +190,14 @@ fn actual(body: &[u8]) -> Outcome {
             let points = decode(&sb.points_ipc);
             assert_eq!(points.num_rows(), sb.rows);
             let schema = points.schema();
-            assert_eq!(schema.field(0).name(), "time");
-            assert_eq!(schema.field(1).name(), "series_id");
+            // The wire's points schema for this table's fields, exactly.
+            let fields = schema.fields().iter().skip(2);
+            assert_eq!(
+                schema,
+                wire::points_schema(fields.map(|f| (f.name().as_str(), f.data_type().clone())))
+            );
             let series = decode(&sb.series_ipc);
+            assert_eq!(series.schema(), wire::series_schema());
             let ids = series.column(0).as_primitive::<UInt64Type>();
             let names = series.column(1).as_string::<i32>();
             let keys = series.column(2).as_string::<i32>();

@@ -1,0 +1,90 @@
+//! A request's tables as the bytes of `Node.Write`: each (shard,
+//! measurement) table becomes a points batch and a series batch in the
+//! wire format (`shardhouse_common::wire`), each an Arrow IPC stream.
+
+use super::columns::TableBuilder;
+use super::state::BatchState;
+use super::ShardBatch;
+use crate::error::{Error, Result};
+use arrow_array::{RecordBatch, StringArray, UInt64Array};
+use arrow_buffer::{Buffer, OffsetBuffer, ScalarBuffer};
+use bytes::Bytes;
+use shardhouse_common::wire;
+
+impl BatchState<'_> {
+    /// The batch of one table (its columns are moved out), or `None` when
+    /// no point of the request reached it.
+    pub(super) fn encode_table(&self, t: &mut TableBuilder) -> Result<Option<ShardBatch>> {
+        let rows = t.time.len();
+        if rows == 0 {
+            return Ok(None);
+        }
+        for c in &mut t.columns {
+            c.pad_to(rows);
+        }
+        let fields = t.columns.iter_mut().map(|c| c.finish()).collect();
+        let points = wire::points_batch(
+            std::mem::take(&mut t.time),
+            std::mem::take(&mut t.series_id),
+            fields,
+        )
+        .map_err(|e| Error::Internal(format!("building points batch: {e}")))?;
+        let points_ipc = encode_ipc(&points)?;
+
+        // One raw spelling per slot: tag orders that differ in the text
+        // but not in the series share an id; list each series once.
+        let mut listed: Vec<(u64, u32)> = t
+            .series
+            .iter()
+            .map(|&s| (self.slots[s as usize].series_id, s))
+            .collect();
+        listed.sort_unstable();
+        listed.dedup_by_key(|(id, _)| *id);
+        let mut ids = Vec::with_capacity(listed.len());
+        let mut key_offsets = Vec::with_capacity(listed.len() + 1);
+        let mut keys = Vec::new();
+        key_offsets.push(0i32);
+        for &(_, s) in &listed {
+            let slot = &self.slots[s as usize];
+            ids.push(slot.series_id);
+            keys.extend_from_slice(&self.key_arena[slot.key.0 as usize..slot.key.1 as usize]);
+            key_offsets.push(keys.len() as i32);
+        }
+        let m = &self.measurements[t.measurement as usize].name;
+        // Prometheus samples share one table; each series keeps its metric
+        // name as its measurement.
+        let measurements = if self.samples_table.is_some() {
+            StringArray::from_iter_values(listed.iter().map(|&(_, s)| {
+                self.measurements[self.slots[s as usize].measurement as usize]
+                    .name
+                    .as_str()
+            }))
+        } else {
+            StringArray::from_iter_values(std::iter::repeat_n(m.as_str(), listed.len()))
+        };
+        let series = wire::series_batch(
+            UInt64Array::from(ids),
+            measurements,
+            StringArray::new(
+                OffsetBuffer::new(ScalarBuffer::from(key_offsets)),
+                Buffer::from_vec(keys),
+                None,
+            ),
+        )
+        .map_err(|e| Error::Internal(format!("building series batch: {e}")))?;
+        Ok(Some(ShardBatch {
+            shard: t.shard,
+            database: String::new(),
+            measurement: m.clone(),
+            rows,
+            points_ipc,
+            series_ipc: encode_ipc(&series)?,
+        }))
+    }
+}
+
+fn encode_ipc(batch: &RecordBatch) -> Result<Bytes> {
+    wire::encode_batch(batch)
+        .map(Bytes::from)
+        .map_err(|e| Error::Internal(format!("arrow ipc: {e}")))
+}

@@ -1,0 +1,320 @@
+//! What a request has met so far, and how a series new to the request
+//! is resolved: parsed, named by its canonical key, hashed to its
+//! `series_id` and shard, and given a table. Runs once per distinct raw
+//! series of a request; a repeated series is one memo probe.
+
+use super::columns::{FieldTarget, TableBuilder};
+use super::{lossy, name_error, RejectReason, Rejection};
+use crate::cardinality::DbSeries;
+use shardhouse_common::lineproto::{same_bytes, FieldType, Precision, SeriesParser};
+use shardhouse_common::names;
+use shardhouse_common::series::series_id_of_key;
+use shardhouse_common::shard::jump_hash;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use xxhash_rust::xxh3::xxh3_64;
+
+/// Hasher for keys that are already hashes (XXH3 of the raw series).
+#[derive(Default)]
+pub(super) struct IdentityHasher(u64);
+
+impl Hasher for IdentityHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        // Only u64 keys are used; fold anything else in for safety.
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
+}
+
+pub(super) type IdentityMap<V> = HashMap<u64, V, BuildHasherDefault<IdentityHasher>>;
+
+/// Key of a (shard, measurement) table in an [`IdentityMap`]: the pair,
+/// spread over all 64 bits by a multiplication so the map's buckets and
+/// control bytes (taken from the top bits) differ between tables.
+#[inline]
+fn table_key(shard: u32, measurement: u32) -> u64 {
+    ((u64::from(shard) << 32) | u64::from(measurement)).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
+/// End of a slot's collision chain.
+const NONE: u32 = u32::MAX;
+
+/// Whether a series may be written under the database's cardinality limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Admission {
+    Unchecked,
+    Admitted,
+    Rejected,
+}
+
+/// A distinct raw series met in this request.
+pub(super) struct SeriesSlot {
+    pub(super) series_id: u64,
+    pub(super) table: u32,
+    /// The series' measurement (its table's, except for Prometheus samples).
+    pub(super) measurement: u32,
+    /// Raw series bytes (as written) in `raw_arena`; the memo's identity.
+    pub(super) raw: (u32, u32),
+    /// Canonical series key in `key_arena`.
+    pub(super) key: (u32, u32),
+    /// Next slot with the same raw hash (collision chain).
+    pub(super) next: u32,
+    pub(super) admission: Admission,
+    /// Whether this series was already listed in its table's series batch.
+    pub(super) listed: bool,
+}
+
+/// Per-request field types of one measurement (a field has one type).
+pub(super) struct MeasurementSchema {
+    pub(super) name: String,
+    /// The name as parsed (bytes), for the last-measurement check.
+    pub(super) raw: Box<[u8]>,
+    pub(super) fields: Vec<(Box<[u8]>, FieldType)>,
+}
+
+impl MeasurementSchema {
+    #[inline]
+    pub(super) fn find(&self, key: &[u8], hint: usize) -> Option<usize> {
+        if let Some((k, _)) = self.fields.get(hint) {
+            if &**k == key {
+                return Some(hint);
+            }
+        }
+        self.fields.iter().position(|(k, _)| &**k == key)
+    }
+}
+
+/// What a request has met so far: its measurements and their field
+/// types, its series (memo of raw spellings), its tables, its rejections.
+pub(super) struct BatchState<'a> {
+    pub(super) shard_count: u32,
+    pub(super) db: Option<&'a DbSeries>,
+    pub(super) default_time: i64,
+    pub(super) precision: Precision,
+    pub(super) measurements: Vec<MeasurementSchema>,
+    pub(super) measurement_ids: HashMap<Box<[u8]>, u32>,
+    /// The measurement of the last new series: series of one measurement
+    /// usually come together, and this skips hashing its name.
+    pub(super) last_measurement: Option<u32>,
+    pub(super) memo: IdentityMap<u32>,
+    pub(super) slots: Vec<SeriesSlot>,
+    pub(super) raw_arena: Vec<u8>,
+    pub(super) key_arena: Vec<u8>,
+    pub(super) tables: Vec<TableBuilder>,
+    /// Tables by [`table_key`] of (shard, measurement).
+    pub(super) table_ids: IdentityMap<u32>,
+    /// Prometheus samples: every series' points go to the `_samples` table
+    /// (this measurement id), the metric name stays the series' measurement.
+    pub(super) samples_table: Option<u32>,
+    pub(super) points: usize,
+    pub(super) rejected: usize,
+    pub(super) first_rejection: Option<Rejection>,
+    pub(super) rejected_for_cardinality: usize,
+    pub(super) key_scratch: Vec<u8>,
+    /// Targets of the fields of the point being appended (reused).
+    pub(super) targets: Vec<FieldTarget>,
+    /// Time spent resolving series new to the request, when timing is on.
+    pub(super) timing: bool,
+    pub(super) series_nanos: u64,
+}
+
+impl<'a> BatchState<'a> {
+    pub(super) fn new(
+        shard_count: u32,
+        precision: Precision,
+        default_time: i64,
+        db: Option<&'a DbSeries>,
+    ) -> BatchState<'a> {
+        BatchState {
+            shard_count: shard_count.max(1),
+            db,
+            default_time,
+            precision,
+            measurements: Vec::new(),
+            measurement_ids: HashMap::new(),
+            last_measurement: None,
+            memo: IdentityMap::default(),
+            slots: Vec::new(),
+            raw_arena: Vec::new(),
+            key_arena: Vec::new(),
+            tables: Vec::new(),
+            table_ids: IdentityMap::default(),
+            samples_table: None,
+            points: 0,
+            rejected: 0,
+            first_rejection: None,
+            rejected_for_cardinality: 0,
+            key_scratch: Vec::new(),
+            targets: Vec::new(),
+            timing: false,
+            series_nanos: 0,
+        }
+    }
+
+    pub(super) fn reject(&mut self, line_no: usize, (reason, message): (RejectReason, String)) {
+        self.reject_with(line_no, reason, message);
+    }
+
+    pub(super) fn reject_with(&mut self, position: usize, reason: RejectReason, message: String) {
+        self.rejected += 1;
+        if reason == RejectReason::Cardinality {
+            self.rejected_for_cardinality += 1;
+        }
+        if self.first_rejection.is_none() {
+            self.first_rejection = Some(Rejection {
+                position,
+                reason,
+                message,
+            });
+        }
+    }
+
+    #[inline]
+    pub(super) fn find_slot(&self, hash: u64, raw: &[u8]) -> Option<u32> {
+        let mut s = *self.memo.get(&hash)?;
+        while s != NONE {
+            let slot = &self.slots[s as usize];
+            if same_bytes(
+                &self.raw_arena[slot.raw.0 as usize..slot.raw.1 as usize],
+                raw,
+            ) {
+                return Some(s);
+            }
+            s = slot.next;
+        }
+        None
+    }
+
+    /// Checks the naming rules ([`names`]) of a measurement not yet met in
+    /// this request (a known one passed already).
+    fn check_measurement(&self, measurement: &[u8]) -> Result<(), (RejectReason, String)> {
+        let known = self
+            .last_measurement
+            .is_some_and(|m| same_bytes(&self.measurements[m as usize].raw, measurement))
+            || self.measurement_ids.contains_key(measurement);
+        if known {
+            return Ok(());
+        }
+        names::validate_measurement(measurement).map_err(name_error)
+    }
+
+    /// Slot of a raw (as written) series not met before in this request
+    /// (`find_slot` said so); `hash` is its XXH3. Checks the naming rules
+    /// of its measurement, tags and series key first.
+    pub(super) fn resolve_new_raw(
+        &mut self,
+        hash: u64,
+        raw: &[u8],
+        parser: &mut SeriesParser,
+    ) -> Result<u32, (RejectReason, String)> {
+        let started = self.timing.then(std::time::Instant::now);
+        let series = parser
+            .parse(raw)
+            .map_err(|e| (RejectReason::BadPoint, e.to_string()))?;
+        self.check_measurement(series.measurement())?;
+        for (k, _) in series.tags() {
+            names::validate_tag_key(k).map_err(name_error)?;
+        }
+        // canonical_key_into clears its buffer: build in a reused scratch
+        // vector, then append to the arena.
+        series.canonical_key_into(&mut self.key_scratch);
+        names::validate_series_key(&self.key_scratch).map_err(name_error)?;
+        let k0 = self.key_arena.len();
+        self.key_arena.extend_from_slice(&self.key_scratch);
+        let measurement = series.measurement();
+        let slot = self.insert_slot(hash, raw, (k0, self.key_arena.len()), measurement);
+        if let Some(t) = started {
+            self.series_nanos += t.elapsed().as_nanos() as u64;
+        }
+        Ok(slot)
+    }
+
+    /// Slot of a series given by its canonical key (structured inputs);
+    /// a series new to the request has its measurement and key checked
+    /// against the naming rules first (its tags were checked by the caller).
+    pub(super) fn resolve_canonical(
+        &mut self,
+        key: &[u8],
+        measurement: &[u8],
+    ) -> Result<u32, (RejectReason, String)> {
+        let hash = xxh3_64(key);
+        if let Some(s) = self.find_slot(hash, key) {
+            return Ok(s);
+        }
+        self.check_measurement(measurement)?;
+        names::validate_series_key(key).map_err(name_error)?;
+        let k0 = self.key_arena.len();
+        self.key_arena.extend_from_slice(key);
+        let k1 = self.key_arena.len();
+        Ok(self.insert_slot(hash, key, (k0, k1), measurement))
+    }
+
+    fn insert_slot(
+        &mut self,
+        hash: u64,
+        raw: &[u8],
+        key: (usize, usize),
+        measurement: &[u8],
+    ) -> u32 {
+        let series_id = series_id_of_key(&self.key_arena[key.0..key.1]);
+        let shard = jump_hash(series_id, self.shard_count);
+        let last = self
+            .last_measurement
+            .filter(|&m| same_bytes(&self.measurements[m as usize].raw, measurement));
+        let m = match last.or_else(|| self.measurement_ids.get(measurement).copied()) {
+            Some(m) => m,
+            None => {
+                let m = self.measurements.len() as u32;
+                self.measurements.push(MeasurementSchema {
+                    name: lossy(measurement),
+                    raw: measurement.into(),
+                    fields: Vec::new(),
+                });
+                self.measurement_ids.insert(measurement.into(), m);
+                m
+            }
+        };
+        self.last_measurement = Some(m);
+        let series_measurement = m;
+        let m = self.samples_table.unwrap_or(m);
+        let table = match self.table_ids.get(&table_key(shard, m)) {
+            Some(&t) => t,
+            None => {
+                let t = self.tables.len() as u32;
+                self.tables.push(TableBuilder {
+                    shard,
+                    measurement: m,
+                    time: Vec::new(),
+                    series_id: Vec::new(),
+                    columns: Vec::new(),
+                    layout: Vec::new(),
+                    series: Vec::new(),
+                });
+                self.table_ids.insert(table_key(shard, m), t);
+                t
+            }
+        };
+        let r0 = self.raw_arena.len();
+        self.raw_arena.extend_from_slice(raw);
+        let idx = self.slots.len() as u32;
+        let next = self.memo.insert(hash, idx).unwrap_or(NONE);
+        self.slots.push(SeriesSlot {
+            series_id,
+            table,
+            measurement: series_measurement,
+            raw: (r0 as u32, self.raw_arena.len() as u32),
+            key: (key.0 as u32, key.1 as u32),
+            next,
+            admission: Admission::Unchecked,
+            listed: false,
+        });
+        idx
+    }
+}
