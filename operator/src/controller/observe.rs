@@ -1,0 +1,200 @@
+//! What a reconcile observes before it decides: etcd's view of the
+//! cluster, the routers' ingest rate (for the autoscaler), and the node
+//! count that follows from them.
+
+use super::{key, Context};
+use crate::crd::ShardhouseCluster;
+use crate::rebalance::ClusterMeta;
+use crate::{autoscale, planner, resources, Error};
+use kube::ResourceExt;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// What etcd told us, or why it could not.
+pub(super) struct EtcdView {
+    pub(super) map: Option<(shardhouse_common::shard_map::ShardMap, i64)>,
+    pub(super) live: BTreeMap<u64, shardhouse_common::shard_map::NodeInfo>,
+    pub(super) error: Option<String>,
+    pub(super) meta: Option<ClusterMeta>,
+}
+
+pub(super) async fn observe_etcd(c: &ShardhouseCluster, timeout: Duration) -> EtcdView {
+    let endpoints = c.etcd_endpoints();
+    let cluster = resources::etcd_cluster_key(c);
+    let fut = async {
+        let mut meta = ClusterMeta::connect(&endpoints, &cluster).await?;
+        let map = meta.shard_map().await?;
+        let live = meta.live_nodes().await?;
+        Ok::<_, Error>((meta, map, live))
+    };
+    match tokio::time::timeout(timeout, fut).await {
+        Ok(Ok((meta, map, live))) => EtcdView {
+            map,
+            live,
+            error: None,
+            meta: Some(meta),
+        },
+        Ok(Err(e)) => EtcdView {
+            map: None,
+            live: BTreeMap::new(),
+            error: Some(e.to_string()),
+            meta: None,
+        },
+        Err(_) => EtcdView {
+            map: None,
+            live: BTreeMap::new(),
+            error: Some(format!(
+                "no answer from {} within {timeout:?}",
+                endpoints.join(",")
+            )),
+            meta: None,
+        },
+    }
+}
+
+/// How many node pods to run: grow at once, shrink only once the nodes
+/// being removed hold no replicas (the drain is done).
+pub fn node_replicas(
+    target: i32,
+    current: Option<i32>,
+    map: Option<&shardhouse_common::shard_map::ShardMap>,
+) -> i32 {
+    let Some(current) = current else {
+        return target;
+    };
+    if target >= current {
+        return target;
+    }
+    let Some(map) = map else { return target };
+    let draining = (target..current)
+        .map(resources::node_id_of_ordinal)
+        .any(|id| planner::replicas_on(map, id) > 0);
+    if draining {
+        current
+    } else {
+        target
+    }
+}
+
+pub(super) async fn autoscaled_target(
+    c: &ShardhouseCluster,
+    ctx: &Context,
+    current: Option<i32>,
+) -> i32 {
+    let Some(policy) = c.spec.autoscaling.as_ref().filter(|a| a.enabled) else {
+        return c.spec.nodes.replicas;
+    };
+    let current = current.unwrap_or(policy.min_nodes);
+    let url = format!(
+        "{}-router.{}.svc:{}",
+        c.name_any(),
+        c.namespace().unwrap_or_default(),
+        resources::ROUTER_HTTP_PORT
+    );
+    let Some(total) = scrape_points_total(&url).await else {
+        return current.clamp(policy.min_nodes, policy.max_nodes);
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    let k = key(c);
+    let (prev, since) = ctx.memory(&k, |m| {
+        let prev = m.last_points.replace((now, total));
+        (prev, m.last_scale_down.map(|t| t.elapsed().as_secs()))
+    });
+    let Some(prev) = prev else { return current };
+    let rate = autoscale::counter_rate(prev, (now, total));
+    let want = autoscale::desired_nodes(
+        policy,
+        c.spec.nodes.cores,
+        current,
+        autoscale::Observation {
+            points_per_second: rate,
+            since_last_scale_down: since,
+        },
+    );
+    if want < current {
+        ctx.memory(&k, |m| m.last_scale_down = Some(Instant::now()));
+    }
+    want
+}
+
+/// Sum of `shardhouse_router_points_total` behind the router Service. One
+/// scrape hits one router; with several routers the Service spreads scrapes,
+/// which the rate tolerates as noise (documented limitation).
+async fn scrape_points_total(addr: &str) -> Option<f64> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let fut = async {
+        let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
+        s.write_all(format!("GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+            .await
+            .ok()?;
+        let mut body = String::new();
+        s.read_to_string(&mut body).await.ok()?;
+        Some(parse_counter_sum(&body, "shardhouse_router_points_total"))
+    };
+    tokio::time::timeout(Duration::from_secs(2), fut)
+        .await
+        .ok()
+        .flatten()
+}
+
+/// Sums every sample of a counter in Prometheus text format.
+pub fn parse_counter_sum(text: &str, name: &str) -> f64 {
+    text.lines()
+        .filter(|l| {
+            l.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::planner;
+    use shardhouse_common::shard_map::{NodeInfo, ShardMap};
+
+    #[test]
+    fn shrink_waits_for_the_drain() {
+        let nodes = (1..=4)
+            .map(|id| NodeInfo {
+                node_id: id,
+                grpc_addr: String::new(),
+                http_addr: String::new(),
+                cores: 1,
+            })
+            .collect();
+        let map = ShardMap::initial(8, 3, nodes);
+        assert_eq!(node_replicas(5, Some(4), Some(&map)), 5, "grow at once");
+        assert_eq!(
+            node_replicas(3, Some(4), Some(&map)),
+            4,
+            "node 4 still holds replicas"
+        );
+        let moves = planner::plan(&map, &[1, 2, 3]).unwrap();
+        let mut drained = map.clone();
+        for mv in &moves {
+            planner::apply_move(&mut drained, mv);
+        }
+        assert_eq!(
+            node_replicas(3, Some(4), Some(&drained)),
+            3,
+            "drained: shrink"
+        );
+        assert_eq!(node_replicas(3, None, None), 3);
+    }
+
+    #[test]
+    fn counter_sum_reads_prometheus_text() {
+        let text = "# HELP x\n# TYPE shardhouse_router_points_total counter\n\
+            shardhouse_router_points_total{endpoint=\"v1\"} 100\n\
+            shardhouse_router_points_total{endpoint=\"v2\"} 23.5\n\
+            shardhouse_router_points_total_other 5\n";
+        assert_eq!(
+            parse_counter_sum(text, "shardhouse_router_points_total"),
+            123.5
+        );
+    }
+}
