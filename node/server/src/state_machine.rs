@@ -42,25 +42,14 @@ impl StateMachine for EngineStateMachine {
                 Err(e) => Err(format!("shard {shard} index {index}: {e}")),
             };
         }
-        // A write's one shape (shardhouse_common::wire): its tables, each
-        // naming its database. An entry with neither tables nor an operation
-        // is layout 1's single-table shape (its fields are reserved now).
-        if entry.tables.is_empty() {
-            return Ok(ApplyOutcome::Rejected(format!(
-                "shard {shard} index {index}: the entry carries no tables and no storage \
-                 operation (a storage layout 1 entry?); it is not stored"
-            )));
-        }
-        let tables: Vec<TableBatchRef<'_>> = entry
-            .tables
-            .iter()
-            .map(|t| TableBatchRef {
-                database: &t.database,
-                measurement: &t.measurement,
-                points_ipc: &t.points_ipc,
-                series_ipc: &t.series_ipc,
-            })
-            .collect();
+        let tables = match entry_tables(&entry) {
+            Ok(tables) => tables,
+            Err(why) => {
+                return Ok(ApplyOutcome::Rejected(format!(
+                    "shard {shard} index {index}: {why}"
+                )))
+            }
+        };
         match self.engine.apply_tables(shard, index, &tables) {
             Ok(Applied::Stored) => Ok(ApplyOutcome::Applied),
             Ok(Applied::Rejected(e)) => Ok(ApplyOutcome::Rejected(e.to_string())),
@@ -82,5 +71,66 @@ impl StateMachine for EngineStateMachine {
         self.engine
             .import_shard(shard, index, data)
             .map_err(|e| format!("shard {shard}: snapshot import failed: {e}"))
+    }
+}
+
+/// The tables of a write entry for the engine, in the one shape of a write
+/// (`shardhouse_common::wire`): each names its database. An entry with
+/// neither tables nor an operation is layout 1's single-table shape (its
+/// fields are reserved now) and can never be stored.
+fn entry_tables(entry: &WalEntry) -> Result<Vec<TableBatchRef<'_>>, String> {
+    if entry.tables.is_empty() {
+        return Err(
+            "the entry carries no tables and no storage operation (a storage \
+                    layout 1 entry?); it is not stored"
+                .into(),
+        );
+    }
+    Ok(entry
+        .tables
+        .iter()
+        .map(|t| TableBatchRef {
+            database: &t.database,
+            measurement: &t.measurement,
+            points_ipc: &t.points_ipc,
+            series_ipc: &t.series_ipc,
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shardhouse_common::proto::TableBatch;
+    use shardhouse_common::wire;
+
+    #[test]
+    fn a_write_entry_gives_the_engine_every_table_with_its_database() {
+        let table = |m: &str, db: &str| TableBatch {
+            measurement: m.into(),
+            points_ipc: vec![1].into(),
+            series_ipc: Bytes::new(),
+            database: db.into(),
+        };
+        let bytes = wire::write_entry("r".into(), vec![table("cpu", "a"), table("mem", "b")])
+            .encode_to_vec();
+        let entry = WalEntry::decode(Bytes::from(bytes)).unwrap();
+        let tables = entry_tables(&entry).unwrap();
+        let got: Vec<(&str, &str)> = tables.iter().map(|t| (t.database, t.measurement)).collect();
+        assert_eq!(got, [("a", "cpu"), ("b", "mem")]);
+        assert_eq!(&tables[0].points_ipc[..], &[1]);
+    }
+
+    #[test]
+    fn a_layout_1_entry_is_rejected_not_stored_without_a_database() {
+        // request_id, measurement, points_ipc, series_ipc as layout 1 wrote them.
+        let mut bytes = Vec::new();
+        prost::encoding::string::encode(1, &"r".to_string(), &mut bytes);
+        prost::encoding::string::encode(2, &"cpu".to_string(), &mut bytes);
+        prost::encoding::bytes::encode(3, &vec![1u8, 2], &mut bytes);
+        prost::encoding::bytes::encode(4, &vec![3u8], &mut bytes);
+        let entry = WalEntry::decode(Bytes::from(bytes)).unwrap();
+        let err = entry_tables(&entry).unwrap_err();
+        assert!(err.contains("layout 1"), "{err}");
     }
 }
