@@ -50,6 +50,8 @@ pub struct Context {
     pub recorder: Recorder,
     /// How long to wait for etcd; short in tests where there is none.
     pub etcd_timeout: Duration,
+    /// Scrapes the routers' metrics for the autoscaler.
+    scrape: reqwest::Client,
     memory: Mutex<BTreeMap<String, ClusterMemory>>,
 }
 
@@ -63,6 +65,13 @@ impl Context {
             recorder: Recorder::new(client.clone(), reporter),
             client,
             etcd_timeout: Duration::from_secs(3),
+            // No idle connections: each scrape opens its own, so the router
+            // Service spreads scrapes over the routers (a kept connection
+            // would pin them to one router).
+            scrape: reqwest::Client::builder()
+                .pool_max_idle_per_host(0)
+                .build()
+                .unwrap_or_default(),
             memory: Mutex::new(BTreeMap::new()),
         }
     }

@@ -91,7 +91,7 @@ pub(super) async fn autoscaled_target(
         c.namespace().unwrap_or_default(),
         resources::ROUTER_HTTP_PORT
     );
-    let Some(total) = scrape_points_total(&url).await else {
+    let Some(total) = scrape_points_total(&ctx.scrape, &url).await else {
         return current.clamp(policy.min_nodes, policy.max_nodes);
     };
     let now = std::time::SystemTime::now()
@@ -122,15 +122,18 @@ pub(super) async fn autoscaled_target(
 /// Sum of `shardhouse_router_points_total` behind the router Service. One
 /// scrape hits one router; with several routers the Service spreads scrapes,
 /// which the rate tolerates as noise (documented limitation).
-async fn scrape_points_total(addr: &str) -> Option<f64> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+async fn scrape_points_total(http: &reqwest::Client, addr: &str) -> Option<f64> {
     let fut = async {
-        let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
-        s.write_all(format!("GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+        let body = http
+            .get(format!("http://{addr}/metrics"))
+            .send()
+            .await
+            .ok()?
+            .error_for_status()
+            .ok()?
+            .text()
             .await
             .ok()?;
-        let mut body = String::new();
-        s.read_to_string(&mut body).await.ok()?;
         Some(parse_counter_sum(&body, "shardhouse_router_points_total"))
     };
     tokio::time::timeout(Duration::from_secs(2), fut)
@@ -196,5 +199,39 @@ mod tests {
             parse_counter_sum(text, "shardhouse_router_points_total"),
             123.5
         );
+    }
+
+    /// A router's `/metrics` on a free port, answering `status` and `body`.
+    async fn metrics_endpoint(status: u16, body: &'static str) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let status = axum::http::StatusCode::from_u16(status).unwrap();
+        let app = axum::Router::new().route(
+            "/metrics",
+            axum::routing::get(move || async move { (status, body) }),
+        );
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        addr
+    }
+
+    #[tokio::test]
+    async fn scrape_reads_the_routers_counter_over_http() {
+        let http = reqwest::Client::new();
+        let addr = metrics_endpoint(
+            200,
+            "# TYPE shardhouse_router_points_total counter\n\
+             shardhouse_router_points_total{endpoint=\"v1\"} 40\n\
+             shardhouse_router_points_total{endpoint=\"v2\"} 2\n",
+        )
+        .await;
+        assert_eq!(scrape_points_total(&http, &addr).await, Some(42.0));
+        // A router that fails to answer is no reading, not a reading of 0.
+        let failing = metrics_endpoint(500, "shardhouse_router_points_total 7\n").await;
+        assert_eq!(scrape_points_total(&http, &failing).await, None);
+        let closed = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().to_string()
+        };
+        assert_eq!(scrape_points_total(&http, &closed).await, None);
     }
 }
