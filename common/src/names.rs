@@ -33,6 +33,38 @@ pub const MAX_DATABASE_BYTES: usize = 64;
 /// How many characters of a user's value an error message repeats.
 pub const EXCERPT_CHARS: usize = 64;
 
+/// Quotes an identifier for ClickHouse SQL (the engine's DDL and the
+/// router's planned reads).
+pub fn sql_ident(name: &str) -> String {
+    let mut s = String::with_capacity(name.len() + 2);
+    s.push('`');
+    for c in name.chars() {
+        match c {
+            '`' => s.push_str("\\`"),
+            '\\' => s.push_str("\\\\"),
+            _ => s.push(c),
+        }
+    }
+    s.push('`');
+    s
+}
+
+/// Quotes a string literal for ClickHouse SQL.
+pub fn sql_literal(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('\'');
+    for c in text.chars() {
+        match c {
+            '\'' => out.push_str("\\'"),
+            '\\' => out.push_str("\\\\"),
+            _ => out.push(c),
+        }
+    }
+    out.push('\'');
+    out
+}
+
+
 /// Length of `name` once ClickHouse escapes it for a file name
 /// (`escapeForFileName`): bytes of `[A-Za-z0-9_]` count 1, every other
 /// byte 3 (`%XX`).

@@ -562,53 +562,61 @@ impl Cluster {
         deadline: Instant,
     ) -> Result<Vec<(u32, Vec<u8>)>> {
         let map = self.shard_map()?;
-        let futs = (0..map.shard_count).map(|shard| {
-            let map = map.clone();
-            async move {
-                let mut target = self.first_target(&map, shard)?;
-                let tries = map.shard(shard).map_or(1, |p| p.replicas.len().max(1));
-                let mut last = String::new();
-                for _ in 0..tries {
-                    let now = Instant::now();
-                    if now >= deadline {
-                        break;
-                    }
-                    let mut req = tonic::Request::new(QueryRequest {
-                        shard,
-                        sql: sql.to_owned(),
-                        database: database.to_owned(),
-                    });
-                    req.set_timeout(deadline - now);
-                    match self.node_client(&target.1)?.query(req).await {
-                        Ok(r) => return Ok((shard, r.into_inner().result_ipc)),
-                        // A shard that has not received a point of this
-                        // measurement yet has no database or table: it
-                        // contributes no rows (empty bytes), not an error.
-                        Err(s)
-                            if s.code() == tonic::Code::InvalidArgument
-                                && is_missing_table(s.message()) =>
-                        {
-                            return Ok((shard, Vec::new()))
-                        }
-                        Err(s) if s.code() == tonic::Code::InvalidArgument => {
-                            return Err(Error::BadRequest(format!(
-                                "shard {shard}: {}",
-                                s.message()
-                            )))
-                        }
-                        Err(s) => {
-                            last = format!("node {}: {}", target.0, s.message());
-                            target = self.next_replica(&map, shard, target.0).unwrap_or(target);
-                        }
-                    }
-                }
-                Err(Error::Unavailable {
-                    shard,
-                    reason: format!("query failed on every replica; last: {last}"),
-                })
-            }
+        let futs = (0..map.shard_count).map(|shard| async move {
+            let ipc = self.query_shard(database, shard, sql, deadline).await?;
+            Ok((shard, ipc))
         });
         futures::future::join_all(futs).await.into_iter().collect()
+    }
+
+    /// Runs `sql` on one replica of `shard` (leader first, the others on
+    /// failure). Empty bytes: the shard has no such database or table yet.
+    pub async fn query_shard(
+        &self,
+        database: &str,
+        shard: u32,
+        sql: &str,
+        deadline: Instant,
+    ) -> Result<Vec<u8>> {
+        let map = self.shard_map()?;
+        let mut target = self.first_target(&map, shard)?;
+        let tries = map.shard(shard).map_or(1, |p| p.replicas.len().max(1));
+        let mut last = String::new();
+        for _ in 0..tries {
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            let mut req = tonic::Request::new(QueryRequest {
+                shard,
+                sql: sql.to_owned(),
+                database: database.to_owned(),
+            });
+            req.set_timeout(deadline - now);
+            match self.node_client(&target.1)?.query(req).await {
+                Ok(r) => return Ok(r.into_inner().result_ipc),
+                // A shard that has not received a point of this
+                // measurement yet has no database or table: it
+                // contributes no rows (empty bytes), not an error.
+                Err(s)
+                    if s.code() == tonic::Code::InvalidArgument
+                        && is_missing_table(s.message()) =>
+                {
+                    return Ok(Vec::new())
+                }
+                Err(s) if s.code() == tonic::Code::InvalidArgument => {
+                    return Err(Error::BadRequest(format!("shard {shard}: {}", s.message())))
+                }
+                Err(s) => {
+                    last = format!("node {}: {}", target.0, s.message());
+                    target = self.next_replica(&map, shard, target.0).unwrap_or(target);
+                }
+            }
+        }
+        Err(Error::Unavailable {
+            shard,
+            reason: format!("query failed on every replica; last: {last}"),
+        })
     }
 }
 

@@ -42,6 +42,11 @@ pub struct RouterOptions {
     pub request_timeout_ms: u64,
     /// Seconds suggested in `Retry-After` when the router itself is full.
     pub retry_after_secs: u64,
+    /// Points one `/query` statement may read from the shards; a statement
+    /// past it fails with an error naming this option (no OOM).
+    pub query_max_points: usize,
+    /// Deadline of one `/query` request.
+    pub query_timeout_ms: u64,
 }
 
 impl Default for RouterOptions {
@@ -61,6 +66,8 @@ impl Default for RouterOptions {
             max_series_per_db: 10_000_000,
             request_timeout_ms: 10_000,
             retry_after_secs: 1,
+            query_max_points: 10_000_000,
+            query_timeout_ms: 60_000,
         }
     }
 }
@@ -108,6 +115,10 @@ pub struct Flags {
     pub max_series_per_db: Option<usize>,
     #[arg(long, env = "SHARDHOUSE_ROUTER_REQUEST_TIMEOUT_MS")]
     pub request_timeout_ms: Option<u64>,
+    #[arg(long, env = "SHARDHOUSE_ROUTER_QUERY_MAX_POINTS")]
+    pub query_max_points: Option<usize>,
+    #[arg(long, env = "SHARDHOUSE_ROUTER_QUERY_TIMEOUT_MS")]
+    pub query_timeout_ms: Option<u64>,
 }
 
 impl RouterOptions {
@@ -145,7 +156,9 @@ impl RouterOptions {
             max_coalesce_bytes,
             max_node_rpcs,
             max_series_per_db,
-            request_timeout_ms
+            request_timeout_ms,
+            query_max_points,
+            query_timeout_ms
         );
         o.validate()?;
         Ok(o)
@@ -198,6 +211,11 @@ impl RouterOptions {
         }
         if self.request_timeout_ms == 0 {
             return Err(Error::Config("request_timeout_ms must be > 0".into()));
+        }
+        if self.query_max_points == 0 || self.query_timeout_ms == 0 {
+            return Err(Error::Config(
+                "query_max_points and query_timeout_ms must be > 0".into(),
+            ));
         }
         Ok(())
     }

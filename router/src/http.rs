@@ -3,7 +3,7 @@
 
 use crate::error::{Error, Result};
 use crate::ingest::{Router, WriteOutcome};
-use crate::{metrics, query, storage_admin};
+use crate::{influx, metrics, query, storage_admin};
 use axum::body::Body;
 use axum::extract::{RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -26,6 +26,7 @@ pub fn app(router: Arc<Router>) -> axum::Router {
         .route("/api/v1/write/msgpack", post(write_msgpack))
         .route("/api/v1/prom/write", post(write_prom))
         .route("/api/v1/sql", get(sql).post(sql))
+        .route("/query", get(influx::handler).post(influx::handler))
         .route(
             "/api/v1/databases",
             get(storage_admin::databases)

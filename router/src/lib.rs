@@ -11,6 +11,7 @@ pub mod config;
 pub mod error;
 pub mod grpc;
 pub mod http;
+pub mod influx;
 pub mod ingest;
 pub mod metrics;
 pub mod node_mux;

@@ -107,17 +107,7 @@ pub fn parse_shard_db(db: &str) -> Option<u32> {
 
 /// Quotes an identifier for ClickHouse SQL.
 pub fn ident(name: &str) -> String {
-    let mut s = String::with_capacity(name.len() + 2);
-    s.push('`');
-    for c in name.chars() {
-        match c {
-            '`' => s.push_str("\\`"),
-            '\\' => s.push_str("\\\\"),
-            _ => s.push(c),
-        }
-    }
-    s.push('`');
-    s
+    shardhouse_common::names::sql_ident(name)
 }
 
 /// `db`.`table`, both quoted.
@@ -127,17 +117,7 @@ pub fn qualified(db: &str, table: &str) -> String {
 
 /// Quotes a string literal for ClickHouse SQL.
 pub fn literal(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('\'');
-    for c in s.chars() {
-        match c {
-            '\'' => out.push_str("\\'"),
-            '\\' => out.push_str("\\\\"),
-            _ => out.push(c),
-        }
-    }
-    out.push('\'');
-    out
+    shardhouse_common::names::sql_literal(s)
 }
 
 /// Measurement names become table names; names starting with `_` are the
