@@ -661,7 +661,7 @@ async fn sql(
                 }
             }
         };
-        let csv = params.get("format").is_some_and(|f| f == "csv");
+        let opts = query::SqlOptions::from_params(&params)?;
         let db = params.get("db").ok_or_else(|| {
             Error::BadRequest(
                 "name the database to read with `db=` (tables are that database's measurements, `_series` and `_samples`)".into(),
@@ -669,7 +669,7 @@ async fn sql(
         })?;
         shardhouse_common::names::validate_database(db)
             .map_err(|e| Error::BadRequest(e.to_string()))?;
-        query::run(&r, db, &q, csv).await
+        query::run(&r, db, &q, opts).await
     }
     .await;
     match res {

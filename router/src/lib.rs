@@ -17,6 +17,9 @@ pub mod metrics;
 pub mod node_mux;
 pub mod query;
 pub mod sql_check;
+pub mod sql_merge;
+pub mod sql_plan;
+pub mod sql_value;
 pub mod storage_admin;
 
 pub use error::{Error, Result};

@@ -76,7 +76,7 @@ pub const FORBIDDEN_FUNCTIONS: &[&str] = &[
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(crate) enum Kind {
     /// A bare word: keyword, identifier or number (word characters).
     Word,
     /// `"..."` or `` `...` ``.
@@ -89,14 +89,14 @@ enum Kind {
 }
 
 #[derive(Debug, Clone, Copy)]
-struct Token {
-    kind: Kind,
-    start: usize,
-    end: usize,
+pub(crate) struct Token {
+    pub(crate) kind: Kind,
+    pub(crate) start: usize,
+    pub(crate) end: usize,
 }
 
 /// Line and column (1-based, columns in characters) of byte `at`.
-fn at_pos(q: &str, at: usize) -> String {
+pub(crate) fn at_pos(q: &str, at: usize) -> String {
     let before = &q[..at];
     let line = before.matches('\n').count() + 1;
     let col = before.rsplit('\n').next().unwrap_or("").chars().count() + 1;
@@ -133,7 +133,7 @@ fn is_word(c: u8) -> bool {
     c.is_ascii_alphanumeric() || c == b'_'
 }
 
-fn lex(q: &str) -> Result<Vec<Token>, String> {
+pub(crate) fn lex(q: &str) -> Result<Vec<Token>, String> {
     let b = q.as_bytes();
     let n = b.len();
     let mut out = Vec::new();
@@ -306,7 +306,7 @@ fn exponent_before(b: &[u8], at: usize) -> bool {
 /// The name of a quoted identifier without its quotes (doubled quotes
 /// collapsed), or `None` when it has a backslash escape (which ClickHouse
 /// would decode, e.g. `\x66`).
-fn unquote(raw: &str) -> Option<String> {
+pub(crate) fn unquote(raw: &str) -> Option<String> {
     let quote = raw.chars().next()?;
     let inner = &raw[1..raw.len() - 1];
     if inner.contains('\\') {

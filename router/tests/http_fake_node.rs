@@ -344,7 +344,8 @@ async fn partial_write_names_the_bad_line_and_writes_the_good_points() {
         "the three good points reached the nodes"
     );
 
-    // Read-back through the router: every good point, with a shard column.
+    // Read-back through the router: every good point, merged across
+    // shards (issue 14: one answer, no `shard` column).
     let resp = h
         .client
         .get(h.url("/api/v1/sql"))
@@ -358,6 +359,25 @@ async fn partial_write_names_the_bad_line_and_writes_the_good_points() {
     assert_eq!(rows.len(), 2, "the two good cpu points: {rows:?}");
     assert!(rows
         .iter()
+        .all(|r| r.get("shard").is_none() && r.get("series_id").is_some()));
+    // per_shard=true: the plain fan-out, rows tagged with their shard.
+    let resp = h
+        .client
+        .get(h.url("/api/v1/sql"))
+        .query(&[
+            ("q", "SELECT * FROM cpu"),
+            ("db", "d"),
+            ("per_shard", "true"),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let rows = json_body(resp).await;
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert!(rows
+        .iter()
         .all(|r| r.get("shard").is_some() && r.get("series_id").is_some()));
 
     // CSV read-back has a header and one line per row.
@@ -369,7 +389,8 @@ async fn partial_write_names_the_bad_line_and_writes_the_good_points() {
         .await
         .unwrap();
     let csv = resp.text().await.unwrap();
-    assert!(csv.lines().next().unwrap().contains("shard"), "{csv}");
+    assert!(csv.lines().next().unwrap().contains("series_id"), "{csv}");
+    assert_eq!(csv.lines().count(), 3, "{csv}");
 
     // Non-SELECT statements are refused.
     let resp = h
