@@ -147,44 +147,32 @@ fn fold(kind: &AggKind, st: &mut State, p: &[Value]) {
     match (kind, st) {
         (AggKind::Count, State::Count(c)) => *c += as_u64(&p[0]),
         (AggKind::Sum, State::One(v)) => *v = add(v, &p[0]),
-        (AggKind::Min | AggKind::Max, State::One(v)) => {
-            if !p[0].is_null() {
-                let better = match kind {
-                    AggKind::Min => sort_cmp(&p[0], v, false, false) == Ordering::Less,
-                    _ => v.is_null() || p[0].total_cmp(v) == Ordering::Greater,
-                };
-                if v.is_null() || better {
-                    *v = p[0].clone();
-                }
-            }
-        }
-        (AggKind::Any, State::One(v)) => {
-            if v.is_null() {
+        (AggKind::Min | AggKind::Max, State::One(v)) if !p[0].is_null() => {
+            let better = match kind {
+                AggKind::Min => sort_cmp(&p[0], v, false, false) == Ordering::Less,
+                _ => v.is_null() || p[0].total_cmp(v) == Ordering::Greater,
+            };
+            if v.is_null() || better {
                 *v = p[0].clone();
             }
         }
-        (AggKind::AnyLast, State::One(v)) => {
-            if !p[0].is_null() {
-                *v = p[0].clone();
-            }
-        }
+        (AggKind::Any, State::One(v)) if v.is_null() => *v = p[0].clone(),
+        (AggKind::AnyLast, State::One(v)) if !p[0].is_null() => *v = p[0].clone(),
         (AggKind::Avg, State::Avg(s, n)) => {
             *s = add(s, &p[0]);
             *n += as_u64(&p[1]);
         }
-        (AggKind::ArgMin | AggKind::ArgMax, State::Arg(a, b)) => {
-            if !p[1].is_null() {
-                let o = p[1].total_cmp(b);
-                let better = b.is_null()
-                    || if matches!(kind, AggKind::ArgMin) {
-                        o == Ordering::Less
-                    } else {
-                        o == Ordering::Greater
-                    };
-                if better {
-                    *a = p[0].clone();
-                    *b = p[1].clone();
-                }
+        (AggKind::ArgMin | AggKind::ArgMax, State::Arg(a, b)) if !p[1].is_null() => {
+            let o = p[1].total_cmp(b);
+            let better = b.is_null()
+                || if matches!(kind, AggKind::ArgMin) {
+                    o == Ordering::Less
+                } else {
+                    o == Ordering::Greater
+                };
+            if better {
+                *a = p[0].clone();
+                *b = p[1].clone();
             }
         }
         (AggKind::Uniq, State::Set(s)) => {
@@ -337,9 +325,10 @@ pub fn merge_groups(plan: &GroupsPlan, shards: Vec<ShardRows>) -> Result<Answer,
                 groups.len() - 1
             });
             let g = &mut groups[g];
-            for c in n_keys..n_keys + plan.scalars.len() {
-                if g.row[c].is_null() && !r[c].is_null() {
-                    g.row[c] = r[c].clone();
+            let scalars = n_keys..n_keys + plan.scalars.len();
+            for (have, got) in g.row[scalars.clone()].iter_mut().zip(&r[scalars]) {
+                if have.is_null() && !got.is_null() {
+                    *have = got.clone();
                 }
             }
             for (a, st) in plan.aggs.iter().zip(&mut g.states) {

@@ -718,8 +718,7 @@ impl<'a> Parser<'a> {
         }
         let start = self.pos();
         let mut l = self.binary(level + 1)?;
-        loop {
-            let Some(op) = self.op(level) else { break };
+        while let Some(op) = self.op(level) {
             let r = self.binary(level + 1)?;
             l = self.node(Ex::Bin(op, Box::new(l), Box::new(r)), start);
             if level == 3 {
@@ -1639,7 +1638,7 @@ pub fn plan(sql: &str) -> Result<Plan, PlanError> {
             })
             .collect::<Result<_, PlanError>>()?;
         return Ok(Plan::Rows(RowsPlan {
-            items: items.iter().map(|it| span_text_item(it)).collect(),
+            items: items.iter().map(span_text_item).collect(),
             from,
             order,
             order_text: c.order_by.map(|r| span_text(q, &toks, r).to_owned()),
