@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# `make bench-query` (issue 14): the read path side by side, in one run.
+#   1. a local Shardhouse cluster (etcd, NODES nodes, SHARDS shards, RF) and
+#      QuestDB 9.2.2 (Maven Central, loopback only), both started here;
+#   2. the same dashboard dataset loaded into both as line protocol
+#      (router `/write?db=bench`, QuestDB ILP over HTTP `/write`): measurement
+#      `cpu`, tags host (HOSTS) and region (REGIONS), fields usage_user and
+#      usage_system, one point per host every INTERVAL s over HOURS hours;
+#   3. the queries Grafana panels send, as InfluxQL to the router's `/query`
+#      and as the equivalent SQL (SAMPLE BY, LATEST ON) to QuestDB's `/exec`,
+#      each RUNS times after WARMUP, with the answers of both compared first
+#      (a mismatch is printed loudly and the script exits 1);
+#   4. PROFILE=1 (default): for every query whose Shardhouse p95 is above
+#      QuestDB's, the router and node under `perf record` while the query
+#      runs in a loop, and the CPU each process spends per query.
+# Prints the table and, as its LAST lines, `query_<name>_p95_ms=<N>` and
+# `questdb_<name>_p95_ms=<N>` for every query. Everything shares this
+# machine's cores: compare ratios within one run, not absolute figures.
+#
+# Knobs: HOSTS (1000), REGIONS (4), HOURS (12), INTERVAL (10 s), RUNS (50),
+# WARMUP (5), CLIENTS (comma list of concurrent clients, 1), QUERIES (comma
+# list of names, all), NODES (1), RF (1), SHARDS (2), PROFILE (1),
+# PROFILE_SECS (10), OUT (the JSON figures; default $WORK/bench-query.json),
+# WORK (data, logs, profiles; default a new temp dir), KEEP_DATA=1.
+# BIG=1 is the larger-cardinality variant: 10,000 hosts over 3 hours.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib/cluster.sh
+source scripts/lib/cluster.sh
+# shellcheck source=scripts/lib/questdb.sh
+source scripts/lib/questdb.sh
+
+if [ "${BIG:-0}" = 1 ]; then
+  HOSTS=${HOSTS:-10000}
+  HOURS=${HOURS:-3}
+fi
+HOSTS=${HOSTS:-1000}
+REGIONS=${REGIONS:-4}
+HOURS=${HOURS:-12}
+INTERVAL=${INTERVAL:-10}
+RUNS=${RUNS:-50}
+WARMUP=${WARMUP:-5}
+CLIENTS=${CLIENTS:-1}
+QUERIES=${QUERIES:-}
+NODES=${NODES:-1}
+RF=${RF:-1}
+SHARDS=${SHARDS:-2}
+PROFILE=${PROFILE:-1}
+PROFILE_SECS=${PROFILE_SECS:-10}
+WORK=${WORK:-$(mktemp -d "${TMPDIR:-/tmp}/shardhouse-bench-query.XXXXXX")}
+mkdir -p "$WORK"
+WORK=$(cd "$WORK" && pwd)
+OUT=${OUT:-$WORK/bench-query.json}
+PY=scripts/bench_query/bench_query.py
+sh_require_bins shardhouse-node shardhouse-router
+log() { echo "[bench-query] $*" >&2; }
+
+cleanup() {
+  sh_stop_all 2>/dev/null || true
+  qdb_stop
+  if [ "${KEEP_DATA:-0}" != 1 ]; then
+    rm -rf "$WORK/cluster"/node-* "$WORK/cluster/etcd" "$WORK/questdb/db" 2>/dev/null || true
+  fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+start=$SECONDS
+cluster_desc="Shardhouse $NODES node(s), $SHARDS shard(s), RF=$RF; QuestDB $QDB_VERSION"
+log "work dir $WORK; $cluster_desc"
+
+qdb_install
+sh_cluster_init "$WORK/cluster" "$NODES"
+sh_start_etcd
+sh_start_nodes "$SHARDS" "$RF"
+sh_start_router
+sh_wait_writable || { log "cluster never became writable"; exit 1; }
+qport=$(sh_free_port)
+qdb_start "$WORK/questdb" "$qport"
+QDB="127.0.0.1:$qport"
+
+common=(--sh "$SH_ROUTER_HTTP" --qdb "$QDB" --dataset "$WORK/dataset.json")
+python3 "$PY" load "${common[@]}" --hosts "$HOSTS" --regions "$REGIONS" --hours "$HOURS" \
+  --interval "$INTERVAL" 2>&1 | tee "$WORK/load.log" >&2
+
+rc=0
+python3 "$PY" bench "${common[@]}" --runs "$RUNS" --warmup "$WARMUP" --clients "$CLIENTS" \
+  --only "$QUERIES" --cluster "$cluster_desc" --out "$OUT" >"$WORK/bench.md" 2>"$WORK/bench.log" || rc=$?
+cat "$WORK/bench.log" >&2
+
+# Where the time goes, for every query where Shardhouse's p95 is above QuestDB's.
+profile() {
+  local name=$1 pids perf_pids k pidk
+  pids="router=$(sh_pid_of router)"
+  perf_pids=$(sh_pid_of router)
+  for ((k = 1; k <= NODES; k++)); do
+    pidk=$(sh_pid_of "node-$k")
+    pids+=",node-$k=$pidk"
+    perf_pids+=",$pidk"
+  done
+  log "profiling $name for ${PROFILE_SECS}s (perf record -g on router and node(s))"
+  python3 "$PY" loop "${common[@]}" --only "$name" --secs "$PROFILE_SECS" --pids "$pids" \
+    >"$WORK/profile.$name.json" &
+  local loop_pid=$!
+  sleep 1
+  if command -v perf >/dev/null; then
+    perf record -F 499 -g -p "$perf_pids" -o "$WORK/perf.$name.data" -- sleep "$((PROFILE_SECS - 2))" \
+      >/dev/null 2>"$WORK/perf.$name.record.log" || log "perf record failed (see $WORK/perf.$name.record.log)"
+  fi
+  wait "$loop_pid" || true
+  {
+    echo "#### $name: CPU per query (ms) and where it goes"
+    echo
+    echo '```'
+    cat "$WORK/profile.$name.json"
+    if [ -s "$WORK/perf.$name.data" ]; then
+      echo "-- by process and thread (comm), % of samples"
+      perf report -i "$WORK/perf.$name.data" --no-children --sort pid,comm --stdio 2>/dev/null |
+        grep -v '^#' | grep -v '^$' | head -n 12
+      echo "-- top functions (self), % of samples"
+      perf report -i "$WORK/perf.$name.data" --no-children --sort pid,sym --stdio -g none \
+        --percent-limit 1.5 2>/dev/null | grep -v '^#' | grep -v '^$' | head -n 30
+    fi
+    echo '```'
+    echo
+  } >"$WORK/profile.$name.md"
+}
+
+if [ "$PROFILE" = 1 ] && [ -f "$OUT" ]; then
+  for name in $(python3 -c 'import json,sys
+for r in json.load(open(sys.argv[1]))["results"]:
+    if r["clients"] == 1 and r["p95_ratio"] > 1: print(r["name"])' "$OUT"); do
+    profile "$name"
+  done
+fi
+
+log "done in $((SECONDS - start)) s; figures in $OUT; logs, profiles in $WORK"
+# The table, the profiles, then the last lines (query_/questdb_ p95 pairs).
+grep -v -E '^(query|questdb)_.*_p95_ms=' "$WORK/bench.md"
+cat "$WORK"/profile.*.md 2>/dev/null || true
+grep -E '^(query|questdb)_.*_p95_ms=' "$WORK/bench.md" || true
+exit "$rc"
