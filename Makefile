@@ -13,12 +13,12 @@ export PATH := $(HOME)/go/bin:/usr/local/go/bin:$(PATH)
 
 CARGO ?= cargo
 
-.PHONY: help deps build run test lint fmt bench-engine bench-layouts bench-wal bench-frontdoor bench-e2e bench-protocols chaos images test-k8s
+.PHONY: help deps build run test lint fmt bench-engine bench-layouts bench-wal bench-frontdoor bench-e2e bench-protocols bench-query chaos images test-k8s
 
 help:
 	@echo "make run    - start a local cluster (etcd, nodes, router) in the foreground"
 	@echo "make test   - install dependencies and run every test"
-	@echo "make bench-engine | bench-layouts | bench-wal | bench-frontdoor | bench-e2e | bench-protocols | chaos"
+	@echo "make bench-engine | bench-layouts | bench-wal | bench-frontdoor | bench-e2e | bench-protocols | bench-query | chaos"
 	@echo "make images   - operator, router, node and etcd images (buildah, OCI archives)"
 	@echo "make test-k8s - a real one-machine Kubernetes in a netns: install, ingest, scale, upgrade"
 
@@ -60,6 +60,13 @@ bench-e2e: build
 
 bench-protocols: build
 	@scripts/bench-protocols.sh
+
+# Issue 14's read path: the same dashboard dataset in a local cluster and in
+# QuestDB 9.2.2, Grafana's InfluxQL queries on /query against QuestDB's SQL
+# (answers compared), p50/p95/max, a perf profile of the slower ones
+# (docs/benchmarks.md); ~5 minutes. OUT=<file> keeps the JSON figures.
+bench-query: build
+	@scripts/bench-query.sh
 
 chaos: build
 	@scripts/chaos.sh
