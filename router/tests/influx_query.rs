@@ -481,7 +481,37 @@ async fn influxql_answers_equal_one_place_evaluation() -> Result<()> {
         "after DROP MEASUREMENT: {r}"
     );
 
-    // 10. kill -9 of a node while a dashboard-like query loops: every answer
+    // 10. The InfluxDB 1.x Python client, unchanged (scripts/deps.d/pyclients.sh
+    // installs it; `make test` runs that first).
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let pyclients = std::env::var("SHARDHOUSE_PYCLIENTS_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| root.join(".deps/pyclients"));
+    ensure!(
+        pyclients.join("influxdb").is_dir(),
+        "the influxdb Python client is not installed at {}: run scripts/deps.d/pyclients.sh (make test does)",
+        pyclients.display()
+    );
+    let addr = s.base.trim_start_matches("http://").to_owned();
+    let (host, port) = addr
+        .rsplit_once(':')
+        .ok_or_else(|| anyhow!("base {addr}"))?;
+    let out = std::process::Command::new("python3")
+        .arg(root.join("router/tests/clients/influxdb_v1_query.py"))
+        .args([host, port])
+        .env("PYTHONPATH", &pyclients)
+        .output()?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    ensure!(
+        out.status.success() && text.trim_end().ends_with("ok"),
+        "influxdb client: {text}"
+    );
+
+    // 11. kill -9 of a node while a dashboard-like query loops: every answer
     // is complete or an error, never a silently short count.
     let total = points
         .iter()

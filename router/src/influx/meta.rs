@@ -382,17 +382,30 @@ fn database_of(ctx: &Ctx<'_>, on: Option<&str>) -> StmtResult<String> {
     }
 }
 
-/// Databases and their retention, across the cluster.
+/// Databases and their retention, across the cluster. Every node lists
+/// what its replicas hold, and a follower may not have applied a drop the
+/// leaders already answered for; so each listed database is confirmed on
+/// the shards through the query path (a Raft read index per shard), and
+/// one no shard holds any more is left out.
 async fn databases(ctx: &Ctx<'_>) -> StmtResult<Vec<(String, i64)>> {
-    Ok(ctx
+    let listed = ctx
         .router
         .cluster
         .databases_all()
         .await
-        .map_err(|e| e.to_string())?
-        .into_iter()
-        .map(|d| (d.name, d.retention_ns))
-        .collect())
+        .map_err(|e| e.to_string())?;
+    let checks = listed.into_iter().map(|d| async move {
+        let answers = fetch::on_every_shard(ctx.router, &d.name, "SELECT 1", ctx.deadline).await?;
+        let held = answers.iter().any(|(_, b)| !b.is_empty());
+        Ok::<_, crate::error::Error>(held.then_some((d.name, d.retention_ns)))
+    });
+    let mut out = Vec::new();
+    for c in futures::future::join_all(checks).await {
+        if let Some(d) = c.map_err(|e| e.to_string())? {
+            out.push(d);
+        }
+    }
+    Ok(out)
 }
 
 /// Every measurement of `db` with a series (InfluxDB and Prometheus).

@@ -272,7 +272,7 @@ mod tests {
             sql("v + w >= 2 OR gone = 1"),
             "(((`v` + `w`) >= 2) OR (NULL = 1))"
         );
-        assert_eq!(sql("host = 'it''s'"), "(tags['host'] = 'it\\'s')");
+        assert_eq!(sql("host = 'it\\'s'"), "(tags['host'] = 'it\\'s')");
         assert_eq!(sql("v = 1.0"), "(`v` = 1.0)");
         assert!(condition_sql(&cond("v = /x/"), &resolve).is_err());
     }
