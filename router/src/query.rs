@@ -123,7 +123,8 @@ fn no_table(database: &str) -> Error {
     ))
 }
 
-fn decode_ipc(shard: u32, ipc: Vec<u8>) -> Result<Vec<RecordBatch>> {
+/// The batches of one shard's Arrow IPC answer (none for empty bytes).
+pub fn decode_ipc(shard: u32, ipc: Vec<u8>) -> Result<Vec<RecordBatch>> {
     if ipc.is_empty() {
         return Ok(Vec::new());
     }

@@ -20,10 +20,28 @@ pub struct Answer {
     pub rows: Vec<Vec<Value>>,
 }
 
-fn window<T>(rows: Vec<T>, offset: u64, limit: Option<u64>) -> Vec<T> {
+/// Rows `(row, sort keys)` ordered by their keys (`(desc, nulls_first)`
+/// per key; stable, so ties keep the shards' order), then OFFSET / LIMIT.
+fn sort_window(
+    mut rows: Vec<(Vec<Value>, Vec<Value>)>,
+    dirs: &[(bool, bool)],
+    offset: u64,
+    limit: Option<u64>,
+) -> Vec<Vec<Value>> {
+    if !dirs.is_empty() {
+        rows.sort_by(|a, b| {
+            for (i, (desc, nulls_first)) in dirs.iter().enumerate() {
+                let o = sort_cmp(&a.1[i], &b.1[i], *desc, *nulls_first);
+                if o != Ordering::Equal {
+                    return o;
+                }
+            }
+            Ordering::Equal
+        });
+    }
     let off = usize::try_from(offset).unwrap_or(usize::MAX);
     let lim = limit.map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(usize::MAX));
-    rows.into_iter().skip(off).take(lim).collect()
+    rows.into_iter().skip(off).take(lim).map(|r| r.0).collect()
 }
 
 /// Rows: the union of the shards' rows (columns matched by name when the
@@ -67,21 +85,8 @@ pub fn merge_rows(plan: &RowsPlan, shards: Vec<ShardRows>) -> Answer {
             rows.push((row, keys));
         }
     }
-    if hidden > 0 {
-        rows.sort_by(|a, b| {
-            for (i, k) in plan.order.iter().enumerate() {
-                let o = sort_cmp(&a.1[i], &b.1[i], k.desc, k.nulls_first);
-                if o != Ordering::Equal {
-                    return o;
-                }
-            }
-            Ordering::Equal
-        });
-    }
-    let rows = window(rows, plan.offset, plan.limit)
-        .into_iter()
-        .map(|r| r.0)
-        .collect();
+    let dirs: Vec<(bool, bool)> = plan.order.iter().map(|k| (k.desc, k.nulls_first)).collect();
+    let rows = sort_window(rows, &dirs, plan.offset, plan.limit);
     Answer { names, rows }
 }
 
@@ -388,21 +393,8 @@ pub fn merge_groups(plan: &GroupsPlan, shards: Vec<ShardRows>) -> Result<Answer,
             .collect::<Result<_, _>>()?;
         rows.push((out, keys));
     }
-    if !plan.order.is_empty() {
-        rows.sort_by(|a, b| {
-            for (i, k) in plan.order.iter().enumerate() {
-                let o = sort_cmp(&a.1[i], &b.1[i], k.desc, k.nulls_first);
-                if o != Ordering::Equal {
-                    return o;
-                }
-            }
-            Ordering::Equal
-        });
-    }
-    let rows = window(rows, plan.offset, plan.limit)
-        .into_iter()
-        .map(|r| r.0)
-        .collect();
+    let dirs: Vec<(bool, bool)> = plan.order.iter().map(|k| (k.desc, k.nulls_first)).collect();
+    let rows = sort_window(rows, &dirs, plan.offset, plan.limit);
     Ok(Answer { names, rows })
 }
 

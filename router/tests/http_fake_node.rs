@@ -345,40 +345,28 @@ async fn partial_write_names_the_bad_line_and_writes_the_good_points() {
     );
 
     // Read-back through the router: every good point, merged across
-    // shards (issue 14: one answer, no `shard` column).
-    let resp = h
-        .client
-        .get(h.url("/api/v1/sql"))
-        .query(&[("q", "SELECT * FROM cpu"), ("db", "d")])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 200);
-    let rows = json_body(resp).await;
-    let rows = rows.as_array().unwrap();
-    assert_eq!(rows.len(), 2, "the two good cpu points: {rows:?}");
-    assert!(rows
-        .iter()
-        .all(|r| r.get("shard").is_none() && r.get("series_id").is_some()));
-    // per_shard=true: the plain fan-out, rows tagged with their shard.
-    let resp = h
-        .client
-        .get(h.url("/api/v1/sql"))
-        .query(&[
-            ("q", "SELECT * FROM cpu"),
-            ("db", "d"),
-            ("per_shard", "true"),
-        ])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 200);
-    let rows = json_body(resp).await;
-    let rows = rows.as_array().unwrap();
-    assert_eq!(rows.len(), 2, "{rows:?}");
-    assert!(rows
-        .iter()
-        .all(|r| r.get("shard").is_some() && r.get("series_id").is_some()));
+    // shards (issue 14: one answer, no `shard` column); per_shard=true is
+    // the plain fan-out, rows tagged with their shard.
+    for (per_shard, tagged) in [("false", false), ("true", true)] {
+        let resp = h
+            .client
+            .get(h.url("/api/v1/sql"))
+            .query(&[
+                ("q", "SELECT * FROM cpu"),
+                ("db", "d"),
+                ("per_shard", per_shard),
+            ])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        let rows = json_body(resp).await;
+        let rows = rows.as_array().unwrap();
+        assert_eq!(rows.len(), 2, "the two good cpu points: {rows:?}");
+        assert!(rows
+            .iter()
+            .all(|r| r.get("shard").is_some() == tagged && r.get("series_id").is_some()));
+    }
 
     // CSV read-back has a header and one line per row.
     let resp = h

@@ -324,6 +324,52 @@ async fn sql_answers_equal_one_place_evaluation() -> Result<()> {
         close(f(r, "su"), *su, "sum by host")?;
     }
 
+    // 4b. Time buckets (Grafana's shape), and SELECT * over shards whose
+    // columns differ (only h0's shards have `temp`).
+    let bucket = 100_000_000i64;
+    let mut buckets: BTreeMap<i64, (usize, f64)> = BTreeMap::new();
+    for p in &cpu {
+        let b = buckets
+            .entry(p.time - p.time.rem_euclid(bucket))
+            .or_insert((0, f64::MIN));
+        b.0 += 1;
+        b.1 = b.1.max(p.usage);
+    }
+    let rows = s
+        .rows("SELECT toStartOfInterval(time, INTERVAL 100 MILLISECOND) AS t, count() AS n, max(usage) AS m FROM cpu FINAL GROUP BY t ORDER BY t DESC")
+        .await?;
+    ensure!(rows.len() == buckets.len(), "{rows:?}");
+    for (r, (_, (n, m))) in rows.iter().zip(buckets.iter().rev()) {
+        ensure!(r["n"] == *n, "{r:?} want {n}");
+        close(f(r, "m"), *m, "max per bucket")?;
+    }
+    let rows = s
+        .rows("SELECT * FROM cpu FINAL ORDER BY time LIMIT 10 OFFSET 75")
+        .await?;
+    let mut by_time: Vec<&Cpu> = cpu.iter().collect();
+    by_time.sort_by_key(|p| p.time);
+    // Ticks 76..85: the last five of h0 (with temp), the first of h1.
+    ensure!(rows.len() == 10, "{rows:?}");
+    for (r, p) in rows.iter().zip(&by_time[75..]) {
+        ensure!(
+            r.get("temp").and_then(Value::as_i64) == p.temp,
+            "{r:?} vs {p:?}"
+        );
+        ensure!(r.contains_key("series_id"), "{r:?}");
+        close(f(r, "usage"), p.usage, "usage of SELECT *")?;
+    }
+    let (status, csv) = s
+        .get(
+            "SELECT count() AS n, min(temp) AS t FROM cpu FINAL",
+            &[("format", "csv")],
+        )
+        .await?;
+    let want = format!("n,t\n{},{}\n", cpu.len(), temps.iter().min().unwrap());
+    ensure!(
+        status == 200 && csv == want,
+        "{status} {csv:?} want {want:?}"
+    );
+
     // 5. The second measurement: integers, stddev, quantiles, DISTINCT.
     let used: Vec<i64> = mem.iter().map(|(_, m)| m.used).collect();
     let free: Vec<f64> = mem.iter().map(|(_, m)| m.free).collect();
