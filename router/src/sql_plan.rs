@@ -2096,6 +2096,39 @@ mod tests {
     }
 
     #[test]
+    fn common_statements_plan() {
+        for sql in [
+            "SELECT toStartOfMinute(time) AS t, avg(usage) FROM cpu FINAL WHERE time >= now() - INTERVAL 1 HOUR AND series_id IN (SELECT series_id FROM _series WHERE tags['host'] = 'a') GROUP BY t ORDER BY t",
+            "SELECT s.tags['host'] AS host, argMax(f.usage, f.time) AS last FROM cpu AS f FINAL JOIN _series AS s USING series_id GROUP BY host",
+            "SELECT count() FROM cpu FINAL WHERE usage BETWEEN 1 AND 2",
+            "SELECT host, count() FROM (SELECT tags['host'] AS host, series_id FROM _series) GROUP BY host",
+            "SELECT avg(usage) AS a, a * 2 AS b FROM cpu",
+            "SELECT quantile(0.5)(usage) - min(usage) FROM cpu",
+            "select count(*) from cpu final where time > '2023-01-01 00:00:00'",
+            "SELECT sum(usage) FROM cpu GROUP BY series_id ORDER BY 1 DESC LIMIT 3",
+            "SELECT DISTINCT measurement FROM _series",
+            "SELECT CASE WHEN usage > 50 THEN 'hi' ELSE 'lo' END AS lvl, count() c FROM cpu GROUP BY lvl",
+            "SELECT time, usage * 2 AS u2 FROM cpu FINAL ORDER BY time DESC NULLS FIRST LIMIT 3",
+            "SELECT count() AS \"my count\" FROM cpu",
+        ] {
+            plan(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+        }
+        let g = groups("SELECT avg(usage) AS a, a * 2 AS b FROM cpu");
+        assert_eq!(g.aggs.len(), 1, "{g:?}");
+        assert_eq!(
+            g.outputs[1].1,
+            RExpr::Bin(
+                BinOp::Mul,
+                Box::new(RExpr::Agg(0)),
+                Box::new(RExpr::Lit(Value::UInt(2)))
+            )
+        );
+        let g = groups("SELECT sum(usage) FROM cpu GROUP BY series_id ORDER BY 1 DESC LIMIT 3");
+        assert_eq!(g.order[0].expr, RExpr::Agg(0));
+        assert!(g.order[0].desc);
+    }
+
+    #[test]
     fn statements_without_tables_are_seen() {
         assert!(reads_no_table("SELECT 1"));
         assert!(reads_no_table("SELECT count() FROM numbers(10)"));
