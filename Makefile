@@ -64,7 +64,7 @@ bench-protocols: build
 # Issue 14's read path: the same dashboard dataset in a local cluster and in
 # QuestDB 9.2.2, Grafana's InfluxQL queries on /query against QuestDB's SQL
 # (answers compared), p50/p95/max, a perf profile of the slower ones
-# (docs/benchmarks.md); ~5 minutes. OUT=<file> keeps the JSON figures.
+# (docs/benchmarks.md); ~15 minutes. OUT=<file> keeps the JSON figures.
 bench-query: build
 	@scripts/bench-query.sh
 

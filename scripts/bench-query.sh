@@ -17,8 +17,8 @@
 # `questdb_<name>_p95_ms=<N>` for every query. Everything shares this
 # machine's cores: compare ratios within one run, not absolute figures.
 #
-# Knobs: HOSTS (1000), REGIONS (4), HOURS (12), INTERVAL (10 s), RUNS (50),
-# WARMUP (5), CLIENTS (comma list of concurrent clients, 1), QUERIES (comma
+# Knobs: HOSTS (1000), REGIONS (4), HOURS (24), INTERVAL (10 s), RUNS (50),
+# WARMUP (5), CLIENTS (comma list of concurrent clients, 1,8), QUERIES (comma
 # list of names, all), NODES (1), RF (1), SHARDS (2), PROFILE (1),
 # PROFILE_SECS (10), OUT (the JSON figures; default $WORK/bench-query.json),
 # WORK (data, logs, profiles; default a new temp dir), KEEP_DATA=1.
@@ -36,11 +36,11 @@ if [ "${BIG:-0}" = 1 ]; then
 fi
 HOSTS=${HOSTS:-1000}
 REGIONS=${REGIONS:-4}
-HOURS=${HOURS:-12}
+HOURS=${HOURS:-24}
 INTERVAL=${INTERVAL:-10}
 RUNS=${RUNS:-50}
 WARMUP=${WARMUP:-5}
-CLIENTS=${CLIENTS:-1}
+CLIENTS=${CLIENTS:-1,8}
 QUERIES=${QUERIES:-}
 NODES=${NODES:-1}
 RF=${RF:-1}
@@ -53,13 +53,21 @@ WORK=$(cd "$WORK" && pwd)
 OUT=${OUT:-$WORK/bench-query.json}
 PY=scripts/bench_query/bench_query.py
 sh_require_bins shardhouse-node shardhouse-router
+# The binaries of this run, linked (copied across filesystems) so that a
+# rebuild during the run neither changes them nor hides their symbols from
+# perf.
+mkdir -p "$WORK/bin"
+for b in shardhouse-node shardhouse-router; do
+  ln -f "$SH_BIN/$b" "$WORK/bin/$b" 2>/dev/null || cp -f "$SH_BIN/$b" "$WORK/bin/$b"
+done
+SH_BIN=$WORK/bin
 log() { echo "[bench-query] $*" >&2; }
 
 cleanup() {
   sh_stop_all 2>/dev/null || true
   qdb_stop
   if [ "${KEEP_DATA:-0}" != 1 ]; then
-    rm -rf "$WORK/cluster"/node-* "$WORK/cluster/etcd" "$WORK/questdb/db" 2>/dev/null || true
+    rm -rf "$WORK/cluster"/node-* "$WORK/cluster/etcd" "$WORK/questdb/db" "$WORK/bin" 2>/dev/null || true
   fi
 }
 trap cleanup EXIT
@@ -104,7 +112,7 @@ profile() {
   local loop_pid=$!
   sleep 1
   if command -v perf >/dev/null; then
-    perf record -F 499 -g -p "$perf_pids" -o "$WORK/perf.$name.data" -- sleep "$((PROFILE_SECS - 2))" \
+    perf record --no-buildid-cache -F 499 -g -p "$perf_pids" -o "$WORK/perf.$name.data" -- sleep "$((PROFILE_SECS - 2))" \
       >/dev/null 2>"$WORK/perf.$name.record.log" || log "perf record failed (see $WORK/perf.$name.record.log)"
   fi
   wait "$loop_pid" || true
@@ -114,12 +122,14 @@ profile() {
     echo '```'
     cat "$WORK/profile.$name.json"
     if [ -s "$WORK/perf.$name.data" ]; then
-      echo "-- by process and thread (comm), % of samples"
-      perf report -i "$WORK/perf.$name.data" --no-children --sort pid,comm --stdio 2>/dev/null |
-        grep -v '^#' | grep -v '^$' | head -n 12
-      echo "-- top functions (self), % of samples"
-      perf report -i "$WORK/perf.$name.data" --no-children --sort pid,sym --stdio -g none \
-        --percent-limit 1.5 2>/dev/null | grep -v '^#' | grep -v '^$' | head -n 30
+      for k in $(seq 0 "$NODES"); do
+        if ((k == 0)); then proc=router; else proc=node-$k; fi
+        echo "-- $proc (pid $(sh_pid_of "$proc")): % of all samples by library, then top functions (self)"
+        perf report -i "$WORK/perf.$name.data" --pid "$(sh_pid_of "$proc")" --no-children --sort dso \
+          --stdio -g none --percent-limit 1 2>/dev/null | grep -v -e '^#' -e '^$' | head -n 8 || true
+        perf report -i "$WORK/perf.$name.data" --pid "$(sh_pid_of "$proc")" --no-children --sort sym \
+          --stdio -g none --percent-limit 0.7 2>/dev/null | grep -v -e '^#' -e '^$' | head -n 15 || true
+      done
     fi
     echo '```'
     echo

@@ -426,6 +426,7 @@ def cmd_bench(a):
     shc, qc = Client(a.sh, timeout=600), Client(a.qdb)
     # Answers first: a benchmark of wrong answers is worthless.
     checks, mismatches = {}, 0
+    load_before = os.getloadavg()
     for q in qs:
         try:
             ok, msg = compare(q, sh_query(shc, q["influxql"]), qdb_exec(qc, q["sql"]))
@@ -457,7 +458,8 @@ def cmd_bench(a):
                               "max_ms": round(max(lat), 2), "mean_ms": round(sum(lat) / len(lat), 2)}
             r["p95_ratio"] = round(r["shardhouse"]["p95_ms"] / max(r["questdb"]["p95_ms"], 1e-6), 2)
             results.append(r)
-    report = {"dataset": ds, "runs": a.runs, "warmup": a.warmup, "clients": a.clients,
+    load = f"load average {load_before[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end of the timing"
+    report = {"load": load, "dataset": ds, "runs": a.runs, "warmup": a.warmup, "clients": a.clients,
               "cluster": a.cluster, "results": results, "answers": checks, "mismatches": mismatches}
     with open(a.out, "w") as f:
         json.dump(report, f, indent=1)
@@ -477,7 +479,7 @@ def print_table(rep):
     ds = rep["dataset"]
     print(f"\n### Query benchmark: {ds['points']:,} points ({ds['hosts']:,} hosts x {ds['steps']:,} timestamps, "
           f"{ds['interval_s']} s over {ds['hours']} h), {rep['runs']} runs per query after {rep['warmup']} warm-up; "
-          f"{rep['cluster']}\n")
+          f"{rep['cluster']}; {rep['load']} (2 cores)\n")
     print("| query | clients | points in range | Shardhouse p50 / p95 / max (ms) | QuestDB p50 / p95 / max (ms) "
           "| p95 ratio SH/QDB | same answers |")
     print("|---|---|---|---|---|---|---|")
