@@ -359,10 +359,10 @@ async fn influxql_answers_equal_one_place_evaluation() -> Result<()> {
     let row = &r["series"][0]["values"][0];
     let want_sum: i64 = points
         .iter()
-        .filter(|p| p.host < "h3".to_string())
+        .filter(|p| p.host.as_str() < "h3")
         .map(|p| p.load * 3)
         .sum();
-    let want_n = points.iter().filter(|p| p.host < "h3".to_string()).count() as i64;
+    let want_n = points.iter().filter(|p| p.host.as_str() < "h3").count() as i64;
     ensure!(
         row[1].as_i64() == Some(want_sum) && row[2].as_i64() == Some(want_n),
         "mem: {row:?}"
@@ -398,6 +398,7 @@ async fn influxql_answers_equal_one_place_evaluation() -> Result<()> {
         "{r}"
     );
     let r = s.query("SHOW DATABASES").await?;
+
     let dbs = r["series"][0]["values"].to_string();
     ensure!(
         dbs.contains("\"oracle\"") && dbs.contains("\"warmup\""),
@@ -414,10 +415,7 @@ async fn influxql_answers_equal_one_place_evaluation() -> Result<()> {
     let (status, body) = s.query_raw("SELECT foo(usage) FROM cpu", &[]).await?;
     ensure!(status == 400 && body.contains("foo"), "{status} {body}");
     let (status, body) = s
-        .query_raw(
-            &format!("SELECT mean(usage) FROM cpu GROUP BY time(1m)"),
-            &[],
-        )
+        .query_raw("SELECT mean(usage) FROM cpu GROUP BY time(1m)", &[])
         .await?;
     ensure!(
         status == 200 && body.contains("lower limit"),
@@ -511,7 +509,21 @@ async fn influxql_answers_equal_one_place_evaluation() -> Result<()> {
         "influxdb client: {text}"
     );
 
-    // 11. kill -9 of a node while a dashboard-like query loops: every answer
+    // 11. A dashboard refreshing every second for a minute makes no more
+    // parts than writing alone: a minute of writes, then a minute of the
+    // same writes with a query a second; active parts (every node's
+    // `shardhouse_engine_parts`) compared at the end of each.
+    let writes_alone = dashboard_minute(&s, false).await?;
+    let with_dashboard = dashboard_minute(&s, true).await?;
+    eprintln!(
+        "active parts after a minute of writes: {writes_alone}; with a dashboard: {with_dashboard}"
+    );
+    ensure!(
+        with_dashboard <= writes_alone + writes_alone / 4 + 4,
+        "a dashboard grew the parts: {with_dashboard} active parts against {writes_alone} from writing alone"
+    );
+
+    // 12. kill -9 of a node while a dashboard-like query loops: every answer
     // is complete or an error, never a silently short count.
     let total = points
         .iter()
@@ -549,4 +561,66 @@ async fn influxql_answers_equal_one_place_evaluation() -> Result<()> {
     );
     eprintln!("kill -9 during queries: {complete} complete answers, {errors} errors");
     Ok(())
+}
+
+/// A minute of writes into `dash` (a point per series every 100 ms), with a
+/// dashboard query every second when `dashboard`; returns the active parts
+/// of every node at the end (after the gauge's 10 s refresh).
+async fn dashboard_minute(s: &Stack, dashboard: bool) -> Result<i64> {
+    let started = std::time::Instant::now();
+    let mut last_query = started;
+    let mut i = 0i64;
+    while started.elapsed() < Duration::from_secs(60) {
+        let t = now_ns();
+        let body: String = (0..20)
+            .map(|h| format!("m,host=h{h} v={i} {t}\n"))
+            .collect();
+        let r = s
+            .http
+            .post(format!("{}/write?db=dash", s.base))
+            .body(body)
+            .send()
+            .await?;
+        ensure!(
+            r.status().as_u16() == 204,
+            "dashboard write: {}",
+            r.text().await?
+        );
+        if dashboard && last_query.elapsed() >= Duration::from_secs(1) {
+            last_query = std::time::Instant::now();
+            let r = s
+                .http
+                .get(format!("{}/query", s.base))
+                .query(&[
+                    ("db", "dash"),
+                    (
+                        "q",
+                        "SELECT mean(v) FROM m WHERE time > now() - 5m GROUP BY time(10s), host",
+                    ),
+                ])
+                .send()
+                .await?;
+            let text = r.text().await?;
+            ensure!(text.contains("\"series\""), "dashboard query: {text}");
+        }
+        i += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    let mut parts = 0;
+    for n in &s.nodes {
+        let text = s
+            .http
+            .get(format!("http://{}/metrics", n.http))
+            .send()
+            .await?
+            .text()
+            .await?;
+        let v = text
+            .lines()
+            .find_map(|l| l.strip_prefix("shardhouse_engine_parts "))
+            .ok_or_else(|| anyhow!("node {} has no shardhouse_engine_parts", n.id))?;
+        parts += v.trim().parse::<f64>()? as i64;
+    }
+    Ok(parts)
 }

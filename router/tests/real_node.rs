@@ -84,6 +84,8 @@ async fn partial_write_through_real_node_is_readable_via_sql() -> Result<()> {
     let mut usages: Vec<f64> = rows.iter().map(|r| r["usage"].as_f64().unwrap()).collect();
     usages.sort_by(f64::total_cmp);
     assert_eq!(usages, vec![1.5, 2.5, 3.5]);
-    assert!(rows.iter().all(|r| r.get("shard").is_some()));
+    // One merged answer across shards: no per-shard `shard` column unless
+    // `per_shard=true` asks for it.
+    assert!(rows.iter().all(|r| r.get("shard").is_none()));
     Ok(())
 }

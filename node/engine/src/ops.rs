@@ -147,12 +147,23 @@ impl Engine {
         let mut by_name: std::collections::BTreeMap<String, DatabaseReport> = Default::default();
         let shards: Vec<Arc<ShardState>> = self.inner.shards.read().values().cloned().collect();
         for st in shards {
-            for (name, d) in st.databases.lock().iter() {
+            let mut held: std::collections::BTreeMap<String, i64> = st
+                .databases
+                .lock()
+                .iter()
+                .map(|(name, d)| (name.clone(), d.retention_ns))
+                .collect();
+            // A database created by a write not flushed yet exists too (its
+            // chDB database is made at the first flush).
+            for t in st.buf.lock().tables.keys() {
+                held.entry(t.database.clone()).or_insert(-1);
+            }
+            for (name, retention_ns) in held {
                 let r = by_name
                     .entry(name.clone())
                     .or_insert_with(|| DatabaseReport {
                         name: name.clone(),
-                        retention_ns: self.inner.effective_retention(d.retention_ns),
+                        retention_ns: self.inner.effective_retention(retention_ns),
                         shards: Vec::new(),
                     });
                 r.shards.push(st.shard);

@@ -14,8 +14,8 @@ impl Engine {
     /// Runs a user's `SELECT` against one shard's database: unqualified
     /// table names resolve to that shard's tables. Fact tables keep rewritten
     /// points until merges collapse them; use `FINAL` to read one row per
-    /// point. Rows applied but not flushed yet are flushed first, so a query
-    /// sees every write applied here; a table whose flush keeps failing does
+    /// point. Rows applied but not flushed yet of a table the statement
+    /// names are flushed first, so a query sees every write applied here; a table whose flush keeps failing does
     /// not stop queries of anything else, but a query that reads it fails
     /// rather than answer without its buffered rows.
     ///
@@ -24,13 +24,6 @@ impl Engine {
     /// shard's own tables (`_flushed`).
     pub fn query(&self, shard: u32, database: &str, sql: &str) -> Result<Vec<RecordBatch>> {
         let st = self.inner.shards.read().get(&shard).cloned();
-        if let Some(st) = &st {
-            // Always through the flush lock: a flush that another thread
-            // has taken the buffer for must finish before we read.
-            if let Err(e) = self.inner.flush_shard(st, false) {
-                tracing::warn!(shard, error = %e, "flush before a query failed");
-            }
-        }
         let mut conn = self.inner.readers.get();
         // The engine's own parser: one statement, and the text that runs
         // is the formatted one (nothing after a `;` can hide).
@@ -50,6 +43,33 @@ impl Engine {
             .map_err(|e| EngineError::InvalidQuery(engine_message(e)))?;
         let lines: Vec<String> = ast.iter().flat_map(|b| strings(b, 0)).collect();
         read_guard::check_ast(&lines).map_err(|r| EngineError::QueryRefused(r.0))?;
+        if let Some(st) = &st {
+            // A flush another thread has taken the buffer for must finish
+            // before we read (the flush lock); then rows still buffered are
+            // flushed only if the statement reads their table, so reads of
+            // the schema or of idle tables (a dashboard refreshing) make no
+            // parts of their own.
+            let reads_buffered = {
+                let _in_flight = st.flush_lock.lock();
+                let buf = st.buf.lock();
+                let mut buffered = buf.tables.keys().filter(|t| t.database == database);
+                // The engine's own tables (`system.columns`) and a database
+                // not created yet see buffered tables only once flushed.
+                let first = buffered.next();
+                first.is_some()
+                    && (mentions(&formatted, "system")
+                        || !st.databases.lock().contains_key(database)
+                        || first
+                            .into_iter()
+                            .chain(buffered)
+                            .any(|t| mentions(&formatted, &t.table)))
+            };
+            if reads_buffered {
+                if let Err(e) = self.inner.flush_shard(st, false) {
+                    tracing::warn!(shard, error = %e, "flush before a query failed");
+                }
+            }
+        }
         if let Some(st) = &st {
             let failing = st.failing_tables();
             if let Some(t) = failing

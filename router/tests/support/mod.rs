@@ -155,6 +155,8 @@ pub struct Node {
     pub id: u64,
     pub proc: Option<Proc>,
     pub grpc: String,
+    /// The node's HTTP listener (`/metrics`, `/health`).
+    pub http: String,
     args: Vec<String>,
     dir: PathBuf,
     starts: u32,
@@ -197,6 +199,7 @@ impl Node {
             id,
             proc: None,
             grpc: format!("127.0.0.1:{grpc}"),
+            http: format!("127.0.0.1:{http}"),
             args,
             dir: dir.to_path_buf(),
             starts: 0,
