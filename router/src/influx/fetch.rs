@@ -10,7 +10,7 @@ use arrow_schema::DataType;
 use shardhouse_query::Value;
 use tokio::time::Instant;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::ingest::Router;
 
 /// The batches each shard answered `sql` with (shards that have no table
@@ -29,16 +29,9 @@ pub async fn on_every_shard(
     Ok(out)
 }
 
+/// A shard's Arrow IPC answer as batches (empty: the shard has no table).
 pub fn decode(shard: u32, ipc: Vec<u8>) -> Result<Vec<RecordBatch>> {
-    if ipc.is_empty() {
-        return Ok(Vec::new());
-    }
-    let bad = |e: arrow_schema::ArrowError| {
-        Error::Internal(format!("shard {shard} sent bad Arrow IPC: {e}"))
-    };
-    let reader =
-        arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(ipc), None).map_err(bad)?;
-    reader.map(|b| b.map_err(bad)).collect()
+    crate::query::decode_ipc(shard, ipc)
 }
 
 /// A column's value at `row` (NULL for a null cell or a type we do not
