@@ -283,6 +283,43 @@ async fn influxql_answers_equal_one_place_evaluation() -> Result<()> {
         }
     }
 
+    // 1b. The same aggregates the shards compute in chDB (pushed down):
+    // equal to the plain evaluation (float sums within 1e-9).
+    let q = format!(
+        "SELECT count(usage), sum(usage), mean(usage), min(usage), max(usage), spread(usage) \
+         FROM cpu WHERE {range} GROUP BY time(10m), host fill(none)"
+    );
+    let got = by_tags(&s.query(&q).await?);
+    for (series, buckets) in &want {
+        let rows = &got[series];
+        ensure!(
+            rows.len() == buckets.len(),
+            "pushed {series}: {} rows",
+            rows.len()
+        );
+        for (row, (bucket, values)) in rows.iter().zip(buckets) {
+            let n = values.len() as f64;
+            let sum: f64 = values.iter().sum();
+            let min = values.iter().cloned().fold(f64::INFINITY, f64::min);
+            let max = values.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let expected = [n, sum, sum / n, min, max, max - min];
+            ensure!(
+                row[0].as_i64() == Some(*bucket),
+                "pushed {series}: bucket {:?}",
+                row[0]
+            );
+            for (i, e) in expected.iter().enumerate() {
+                let g = row[i + 1]
+                    .as_f64()
+                    .ok_or_else(|| anyhow!("pushed {series} col {i}: {row:?}"))?;
+                ensure!(
+                    close(g, *e),
+                    "pushed {series} {bucket} col {i}: got {g}, want {e}"
+                );
+            }
+        }
+    }
+
     // 2. Selectors per region over the whole range (integers stay integers).
     let q =
         format!("SELECT first(load), last(load), max(load) FROM cpu WHERE {range} GROUP BY region");

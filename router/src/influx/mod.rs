@@ -7,6 +7,7 @@
 
 mod fetch;
 mod meta;
+mod pushdown;
 mod select;
 mod sqlgen;
 

@@ -9,9 +9,9 @@
 //! per-bucket partials, the router merges them (exact for every aggregate,
 //! see that crate), evaluates, fills, transforms and shapes.
 //!
-//! Aggregates are computed at the router from the shards' points, so every
-//! answer equals one evaluation over all the data; pushing partial
-//! aggregates down into chDB is the next step for speed (docs/api.md).
+//! Pushable aggregates (pushdown.rs) are computed by the shards in chDB as
+//! partials per bucket and series; the others from the shards' points. Either
+//! way every answer equals one evaluation over all the data (docs/api.md).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -28,6 +28,7 @@ use shardhouse_query::{
 };
 
 use super::fetch::{self, int_at, u64_at, value_at};
+use super::pushdown;
 use super::sqlgen::{self, FactQuery, Ref};
 use super::Ctx;
 
@@ -312,7 +313,20 @@ async fn one_measurement(
         point_times: only_selector(&planned.fields),
     };
 
-    // Each shard's points, with only the columns it has.
+    // Shards aggregate in chDB when every field is a pushable aggregate of
+    // a field (pushdown.rs); otherwise they send their points.
+    let pushed = windowing.zone.is_none()
+        && planned.plans.iter().all(|p| match p {
+            Plan::Aggregate { agg, slot, .. } => match &planned.slots[*slot] {
+                Slot::Sql(Expr::VarRef(v)) => {
+                    pushdown::pushable(agg, schema.fields.get(&v.name).copied())
+                }
+                _ => false,
+            },
+            Plan::Raw { .. } => false,
+        });
+
+    // Each shard's points (or groups), with only the columns it has.
     let sql_slots: Vec<(usize, &Expr)> = planned
         .slots
         .iter()
@@ -344,15 +358,39 @@ async fn one_measurement(
             .as_ref()
             .map(|c| sqlgen::condition_sql(c, &resolve))
             .transpose()?;
-        Ok(sqlgen::fact_sql(&FactQuery {
+        let inner = sqlgen::fact_sql(&FactQuery {
             measurement,
             samples: schema.samples,
             columns,
             range: read,
             tag_condition: tag_sql.clone(),
             field_condition: field_sql,
-            limit: Some(ctx.max_points as u64 + 1),
-        }))
+            limit: (!pushed).then_some(ctx.max_points as u64 + 1),
+        });
+        if !pushed {
+            return Ok(inner);
+        }
+        let mut aggs = Vec::new();
+        for (j, plan) in planned.plans.iter().enumerate() {
+            if let Plan::Aggregate { agg, slot, .. } = plan {
+                if let Slot::Sql(Expr::VarRef(v)) = &planned.slots[*slot] {
+                    if has.contains(&v.name) {
+                        let float = schema.fields.get(&v.name) == Some(&"float");
+                        aggs.extend(pushdown::columns(j, agg, &format!("s{slot}"), float));
+                    }
+                }
+            }
+        }
+        if aggs.is_empty() {
+            aggs.push("count() AS `__n`".into());
+        }
+        Ok(pushdown::grouped_sql(
+            &inner,
+            interval,
+            !dims.is_empty(),
+            &aggs,
+            ctx.max_points as u64 + 1,
+        ))
     };
     let mut sqls = BTreeMap::new();
     for shard in schema.per_shard.keys() {
@@ -416,7 +454,35 @@ async fn one_measurement(
             } => {
                 widths.push(1 + agg.aux_columns().len());
                 let mut merged = Groups::new();
-                for batches in &shards {
+                for batches in shards.iter().filter(|_| pushed) {
+                    for b in batches {
+                        for row in 0..b.num_rows() {
+                            let Some((bucket, sid)) = pushdown::keys(b, row) else {
+                                continue;
+                            };
+                            let Some(p) = pushdown::partial(b, row, j, agg) else {
+                                continue;
+                            };
+                            let bucket = if interval.is_some() {
+                                bucket
+                            } else {
+                                windowing.bucket_start(0)
+                            };
+                            let held = merged
+                                .entry(group_key(measurement, tags_of(sid), &dims))
+                                .or_default();
+                            match held.get_mut(&bucket) {
+                                Some(existing) => {
+                                    existing.merge(agg, p).map_err(|e| e.to_string())?
+                                }
+                                None => {
+                                    held.insert(bucket, p);
+                                }
+                            }
+                        }
+                    }
+                }
+                for batches in shards.iter().filter(|_| !pushed) {
                     let mut part = Groups::new();
                     for b in batches {
                         for row in 0..b.num_rows() {

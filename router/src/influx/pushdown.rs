@@ -1,0 +1,266 @@
+//! Partial aggregates computed by the shards: for `count`, `sum`, `mean`,
+//! `min`, `max`, `first`, `last` and `spread` of numeric fields, each shard
+//! groups its points by time bucket (and series, when the statement groups
+//! by tags) in chDB and returns one row per group instead of its points;
+//! the router turns each row into the same [`Partial`] the points would
+//! have made and merges as before.
+//!
+//! Exactness: counts, integer sums, and the selectors (which keep InfluxDB's
+//! tie rules through tuple ordering: `min` takes the smallest value, then
+//! the earliest time) equal the point path. A float sum is the shard's
+//! compensated sum (`sumKahan`), whose error is within about two units in
+//! the last place of the sum of the magnitudes, merged exactly across
+//! shards (docs/api.md).
+
+use arrow_array::cast::AsArray;
+use arrow_array::{Array, ArrayRef, RecordBatch};
+use shardhouse_query::aggregate::{Rule, Sum};
+use shardhouse_query::exact::ExactSum;
+use shardhouse_query::{Aggregate, Interval, Partial, Point, Value};
+
+use super::fetch::{int_at, u64_at, value_at};
+use super::sqlgen::{SERIES_COLUMN, TIME_COLUMN};
+
+/// Whether shards can compute `agg` of a field of this InfluxDB type.
+pub fn pushable(agg: &Aggregate, field_type: Option<&str>) -> bool {
+    let numeric = matches!(field_type, Some("float" | "integer"));
+    match agg {
+        Aggregate::Count => field_type.is_some(),
+        Aggregate::Sum | Aggregate::Mean | Aggregate::Spread => {
+            numeric || field_type == Some("unsigned")
+        }
+        Aggregate::Min | Aggregate::Max | Aggregate::First | Aggregate::Last => numeric,
+        _ => false,
+    }
+}
+
+/// The bucket of `__t` in SQL: the window start for `GROUP BY time()`
+/// without `tz()`, else one bucket (the router names it).
+pub fn bucket_sql(interval: Option<Interval>) -> String {
+    let t = TIME_COLUMN;
+    match interval {
+        Some(iv) => {
+            let (d, off) = (iv.duration, iv.offset);
+            format!("`{t}` - ((((`{t}` - ({off})) % {d}) + {d}) % {d})")
+        }
+        None => "toInt64(0)".into(),
+    }
+}
+
+/// The aggregate columns of plan `j` over slot column `col` (a field the
+/// shard has; `float` selects the compensated sum).
+pub fn columns(j: usize, agg: &Aggregate, col: &str, float: bool) -> Vec<String> {
+    let t = TIME_COLUMN;
+    let has = format!("`{col}` IS NOT NULL");
+    let mut out = vec![format!("count(`{col}`) AS `agg_c{j}`")];
+    match agg {
+        Aggregate::Count => {}
+        Aggregate::Sum | Aggregate::Mean => out.push(if float {
+            format!("sumKahan(`{col}`) AS `agg_s{j}`")
+        } else {
+            format!("sum(`{col}`) AS `agg_s{j}`")
+        }),
+        Aggregate::Min => out.push(format!("minIf((`{col}`, `{t}`), {has}) AS `agg_p{j}`")),
+        Aggregate::Max => out.push(format!("maxIf((`{col}`, -`{t}`), {has}) AS `agg_p{j}`")),
+        Aggregate::First => out.push(format!("minIf((`{t}`, -`{col}`), {has}) AS `agg_p{j}`")),
+        Aggregate::Last => out.push(format!("maxIf((`{t}`, `{col}`), {has}) AS `agg_p{j}`")),
+        Aggregate::Spread => {
+            out.push(format!("min(`{col}`) AS `agg_lo{j}`"));
+            out.push(format!("max(`{col}`) AS `agg_hi{j}`"));
+        }
+        _ => {}
+    }
+    out
+}
+
+/// The series id column of a grouped row (0 when not grouped by series).
+const GROUP_SERIES: &str = "__gsid";
+
+/// The statement a shard runs: its fact rows (`inner`, unlimited) grouped
+/// by bucket, and by series when `by_series`.
+pub fn grouped_sql(
+    inner: &str,
+    interval: Option<Interval>,
+    by_series: bool,
+    aggs: &[String],
+    limit: u64,
+) -> String {
+    let (keys, sid) = if by_series {
+        (
+            format!("`__b`, `{GROUP_SERIES}`"),
+            format!("`{SERIES_COLUMN}` AS `{GROUP_SERIES}`"),
+        )
+    } else {
+        (
+            "`__b`".to_string(),
+            format!("toUInt64(0) AS `{GROUP_SERIES}`"),
+        )
+    };
+    format!(
+        "SELECT {} AS `__b`, {sid}, {} FROM ({inner}) GROUP BY {keys} LIMIT {limit}",
+        bucket_sql(interval),
+        aggs.join(", ")
+    )
+}
+
+fn col<'a>(b: &'a RecordBatch, name: &str) -> Option<&'a ArrayRef> {
+    b.schema().index_of(name).ok().map(|i| b.column(i))
+}
+
+/// One row's partial of plan `j`, or `None` when the group had no value
+/// of the field (or the shard lacks it).
+pub fn partial(b: &RecordBatch, row: usize, j: usize, agg: &Aggregate) -> Option<Partial> {
+    let count = u64_at(col(b, &format!("agg_c{j}"))?, row)?;
+    if count == 0 {
+        return None;
+    }
+    let pair = |name: &str| -> Option<(Value, Value)> {
+        let s = col(b, name)?.as_struct_opt()?;
+        if s.is_null(row) || s.num_columns() < 2 {
+            return None;
+        }
+        Some((value_at(s.column(0), row), value_at(s.column(1), row)))
+    };
+    Some(match agg {
+        Aggregate::Count => Partial::Count(count),
+        Aggregate::Sum | Aggregate::Mean => {
+            let sum = match value_at(col(b, &format!("agg_s{j}"))?, row) {
+                Value::Float(v) => {
+                    let mut s = ExactSum::new();
+                    s.add(v);
+                    Sum::Float(s)
+                }
+                Value::Int(v) => Sum::Int(v),
+                Value::UInt(v) => Sum::UInt(v),
+                _ => return None,
+            };
+            if matches!(agg, Aggregate::Sum) {
+                Partial::Sum(sum)
+            } else {
+                Partial::Mean { sum, count }
+            }
+        }
+        Aggregate::Min => {
+            let (v, t) = pair(&format!("agg_p{j}"))?;
+            Partial::Selected(Rule::Min, Some(Point::new(time(&t)?, v)))
+        }
+        Aggregate::Max => {
+            let (v, t) = pair(&format!("agg_p{j}"))?;
+            Partial::Selected(Rule::Max, Some(Point::new(time(&t)?.checked_neg()?, v)))
+        }
+        Aggregate::First => {
+            let (t, v) = pair(&format!("agg_p{j}"))?;
+            Partial::Selected(Rule::First, Some(Point::new(time(&t)?, negate(v)?)))
+        }
+        Aggregate::Last => {
+            let (t, v) = pair(&format!("agg_p{j}"))?;
+            Partial::Selected(Rule::Last, Some(Point::new(time(&t)?, v)))
+        }
+        Aggregate::Spread => {
+            let lo = value_at(col(b, &format!("agg_lo{j}"))?, row);
+            let hi = value_at(col(b, &format!("agg_hi{j}"))?, row);
+            Partial::Spread(Some((lo, hi)))
+        }
+        _ => return None,
+    })
+}
+
+/// The bucket and series id of a grouped row.
+pub fn keys(b: &RecordBatch, row: usize) -> Option<(i64, u64)> {
+    Some((
+        int_at(col(b, "__b")?, row)?,
+        u64_at(col(b, GROUP_SERIES)?, row)?,
+    ))
+}
+
+fn time(v: &Value) -> Option<i64> {
+    match v {
+        Value::Int(t) => Some(*t),
+        _ => None,
+    }
+}
+
+fn negate(v: Value) -> Option<Value> {
+    Some(match v {
+        Value::Float(x) => Value::Float(-x),
+        Value::Int(x) => Value::Int(x.checked_neg()?),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::{Int64Array, StructArray, UInt64Array};
+    use arrow_schema::{DataType, Field, Fields, Schema};
+    use std::sync::Arc;
+
+    #[test]
+    fn buckets_match_the_window_arithmetic() {
+        let iv = Interval::new(60, None, 0).unwrap();
+        assert_eq!(
+            bucket_sql(Some(iv)),
+            "`__t` - ((((`__t` - (0)) % 60) + 60) % 60)"
+        );
+        assert_eq!(bucket_sql(None), "toInt64(0)");
+        let sql = grouped_sql(
+            "SELECT 1",
+            Some(iv),
+            true,
+            &columns(0, &Aggregate::Max, "s1", true),
+            11,
+        );
+        assert_eq!(
+            sql,
+            "SELECT `__t` - ((((`__t` - (0)) % 60) + 60) % 60) AS `__b`, `__sid` AS `__gsid`, count(`s1`) AS `agg_c0`, \
+             maxIf((`s1`, -`__t`), `s1` IS NOT NULL) AS `agg_p0` FROM (SELECT 1) GROUP BY `__b`, `__gsid` LIMIT 11"
+        );
+    }
+
+    #[test]
+    fn rows_become_the_partials_the_points_make() {
+        let pair = StructArray::new(
+            Fields::from(vec![
+                Field::new("1", DataType::Int64, false),
+                Field::new("2", DataType::Int64, false),
+            ]),
+            vec![
+                Arc::new(Int64Array::from(vec![7])) as ArrayRef,
+                Arc::new(Int64Array::from(vec![-20])),
+            ],
+            None,
+        );
+        let schema = Schema::new(vec![
+            Field::new("__b", DataType::Int64, false),
+            Field::new("__gsid", DataType::UInt64, false),
+            Field::new("agg_c0", DataType::UInt64, false),
+            Field::new("agg_p0", pair.data_type().clone(), false),
+        ]);
+        let b = RecordBatch::try_new(
+            Arc::new(schema),
+            vec![
+                Arc::new(Int64Array::from(vec![0])),
+                Arc::new(UInt64Array::from(vec![9])),
+                Arc::new(UInt64Array::from(vec![3])),
+                Arc::new(pair),
+            ],
+        )
+        .unwrap();
+        assert_eq!(keys(&b, 0), Some((0, 9)));
+        assert_eq!(
+            partial(&b, 0, 0, &Aggregate::Count),
+            Some(Partial::Count(3))
+        );
+        // max((value, -time)): value 7 at time 20.
+        assert_eq!(
+            partial(&b, 0, 0, &Aggregate::Max),
+            Some(Partial::Selected(
+                Rule::Max,
+                Some(Point::new(20, Value::Int(7)))
+            ))
+        );
+        assert!(pushable(&Aggregate::Mean, Some("float")));
+        assert!(!pushable(&Aggregate::Median, Some("float")));
+        assert!(!pushable(&Aggregate::Max, Some("string")));
+    }
+}
