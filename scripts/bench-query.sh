@@ -144,6 +144,21 @@ for r in json.load(open(sys.argv[1]))["results"]:
   done
 fi
 
+# What each statement a shard runs for /query costs inside chDB, on a copy
+# of node 1's data once the servers are stopped (nothing else running).
+if [ "$PROFILE" = 1 ] && [ -f "$OUT" ]; then
+  sh_stop_all
+  qdb_stop
+  cp -r "$WORK/cluster/node-1/engine" "$WORK/engine-copy"
+  {
+    echo "#### What each statement a shard runs costs in chDB (node 1's data, scripts/bench_query/shard_sql_cost.py)"
+    echo
+    python3 scripts/bench_query/shard_sql_cost.py "$WORK/engine-copy" "$WORK/dataset.json"
+    echo
+  } >"$WORK/profile.zz_shard_sql.md" 2>"$WORK/shard_sql.log" || log "shard_sql_cost.py failed (see $WORK/shard_sql.log)"
+  rm -rf "$WORK/engine-copy"
+fi
+
 log "done in $((SECONDS - start)) s; figures in $OUT; logs, profiles in $WORK"
 # The table, the profiles, then the last lines (query_/questdb_ p95 pairs).
 grep -v -E '^(query|questdb)_.*_p95_ms=' "$WORK/bench.md"

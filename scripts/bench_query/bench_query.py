@@ -205,7 +205,10 @@ def cmd_load(a):
         c = Client(a.sh, timeout=600)
         body = sh_query(c, f"SELECT count(usage_user) FROM {MEASUREMENT} "
                            f"WHERE time >= {ds['start_ns']} AND time < {ds['end_ns']}")
-        n = body["results"][0]["series"][0]["values"][0][1]
+        try:
+            n = body["results"][0]["series"][0]["values"][0][1]
+        except (KeyError, IndexError):
+            sys.exit(f"!!! shardhouse answered the count of every point with no rows: {json.dumps(body)[:500]}")
         if n != ds["points"]:
             sys.exit(f"!!! shardhouse holds {n:,} points, expected {ds['points']:,}")
         log(f"shardhouse: count = {n:,} (checked)")
