@@ -64,7 +64,6 @@ pub fn sql_literal(text: &str) -> String {
     out
 }
 
-
 /// Length of `name` once ClickHouse escapes it for a file name
 /// (`escapeForFileName`): bytes of `[A-Za-z0-9_]` count 1, every other
 /// byte 3 (`%XX`).
