@@ -405,6 +405,27 @@ async fn influxql_answers_equal_one_place_evaluation() -> Result<()> {
         "mem: {row:?}"
     );
 
+    // 5b. A subquery (what Grafana users write): the largest per-host mean.
+    let q =
+        format!("SELECT max(mean) FROM (SELECT mean(usage) FROM cpu WHERE {range} GROUP BY host)");
+    let r = s.query(&q).await?;
+    let mut best = f64::NEG_INFINITY;
+    for h in 0..10 {
+        let v: Vec<f64> = points
+            .iter()
+            .filter(|p| p.host == format!("h{h}"))
+            .filter_map(|p| p.usage)
+            .collect();
+        best = best.max(v.iter().sum::<f64>() / v.len() as f64);
+    }
+    let got = r["series"][0]["values"][0][1]
+        .as_f64()
+        .ok_or_else(|| anyhow!("subquery: {r}"))?;
+    ensure!(
+        close(got, best),
+        "subquery max of means: got {got}, want {best}"
+    );
+
     // 6. The SHOW statements.
     let r = s.query("SHOW MEASUREMENTS").await?;
     ensure!(

@@ -10,6 +10,7 @@ mod meta;
 mod pushdown;
 mod select;
 mod sqlgen;
+mod subquery;
 
 use std::collections::HashMap;
 use std::sync::Arc;

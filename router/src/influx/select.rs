@@ -43,6 +43,10 @@ pub async fn run(ctx: &Ctx<'_>, stmt: &SelectStatement) -> StmtResult<Vec<Series
     if stmt.into.is_some() {
         return Err("SELECT ... INTO is not supported: query, then write the result".into());
     }
+    if let [Source::Subquery(inner)] = stmt.from.as_slice() {
+        let rows = Box::pin(run(ctx, inner)).await?;
+        return super::subquery::evaluate(stmt, rows, ctx.now);
+    }
     let mut out = Vec::new();
     for (database, measurement) in measurements(ctx, stmt).await? {
         let mut series = one_measurement(ctx, stmt, &database, &measurement).await?;
