@@ -13,6 +13,7 @@ use arrow_array::{
     ArrayRef, Int64Array, MapArray, RecordBatch, StringArray, TimestampNanosecondArray, UInt64Array,
 };
 use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
+use shardhouse_engine::layout::{create_fact_table, FieldType};
 use shardhouse_engine::pool::Pool;
 use shardhouse_engine::{Engine, EngineConfig};
 
@@ -353,6 +354,14 @@ fn main() -> Result<()> {
     );
     println!();
 
+    // FACT_ONLY=1: only the storage layout 2 table (a quicker A/B).
+    if std::env::var("FACT_ONLY").is_ok_and(|v| v == "1") {
+        fact_layouts(&engine)?;
+        drop(engine);
+        let _ = std::fs::remove_dir_all(&data_dir);
+        return Ok(());
+    }
+
     // --- Lever 1: layout, one connection, 50k-row batches.
     let rows = SERIES * TIMESTAMPS;
     println!(
@@ -402,30 +411,29 @@ fn main() -> Result<()> {
             bytes as f64 / (1024.0 * 1024.0)
         );
     }
-    // The layout Shardhouse actually writes: Nullable fields, ReplacingMergeTree.
+    // The layout Shardhouse actually writes (layout 2: the node's own DDL).
     {
         let l = &layouts[2];
-        let cols: Vec<String> = (0..FIELDS)
-            .map(|f| format!("f{f} Nullable(Int64)"))
+        let fields: Vec<(String, FieldType)> = (0..FIELDS)
+            .map(|f| (format!("f{f}"), FieldType::Int64))
             .collect();
         exec(
             pool,
-            &format!(
-                "CREATE TABLE bench.shardhouse_layout (time DateTime64(9), series_id UInt64, {}) ENGINE = {}",
-                cols.join(", "),
-                shardhouse_engine::layout::FACT_ENGINE
-            ),
+            &create_fact_table("bench", "shardhouse_layout", &fields),
         )?;
         let t = insert_all(pool, "shardhouse_layout", &l.schema, &l.batches)?;
         let rate = rows as f64 / t.as_secs_f64();
         println!(
-            "| series_id as stored by Shardhouse (Nullable fields, ReplacingMergeTree) | {} | {} | - | - |",
+            "| series_id as stored by Shardhouse (layout 2: anyLast fields, AggregatingMergeTree, day partitions) | {} | {} | - | - |",
             fmt_int(rate),
             fmt_int(rate)
         );
     }
     drop(layouts);
     println!();
+
+    // --- Storage layout 2's fact table against layout 1's.
+    fact_layouts(&engine)?;
 
     // --- Lever 2: connections into one series_id table, 200k-row batches.
     println!(
@@ -560,5 +568,379 @@ fn main() -> Result<()> {
     drop(engine);
     let _ = std::fs::remove_dir_all(&data_dir);
     println!("engine_series_id_rows_per_sec_1conn={:.0}", one_conn);
+    Ok(())
+}
+
+// --- Storage layout 2 (issue 13): the fact table's two changes, A/B.
+
+const FACT_BATCH: usize = 200_000;
+const FACT_DISTINCT_BATCHES: usize = 5;
+const FACT_IN_INSERT: usize = 4;
+
+/// Process CPU (user + system of every thread, also exited ones), seconds.
+pub(crate) fn process_cpu_s() -> f64 {
+    // SAFETY: getrusage only writes the struct it is given.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; RUSAGE_SELF is always valid.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(u.ru_utime) + tv(u.ru_stime)
+}
+
+fn loadavg1() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split(' ').next().map(str::to_string))
+        .unwrap_or_else(|| "?".into())
+}
+
+/// The fact tables compared: layout 1, each of layout 2's two changes on
+/// its own, and layout 2 (the node's DDL).
+struct FactVariant {
+    key: &'static str,
+    name: &'static str,
+    /// `SET` statements run on the inserting connection (reset after).
+    settings: &'static [&'static str],
+    /// Rows handed over sorted by (series_id, time), the sort counted.
+    presort: bool,
+}
+
+const FACT_VARIANTS: [FactVariant; 6] = [
+    FactVariant {
+        key: "layout1",
+        name: "layout 1: ReplacingMergeTree, Nullable, no partition",
+        settings: &[],
+        presort: false,
+    },
+    FactVariant {
+        key: "layout1_partition",
+        name: "(a) layout 1 + PARTITION BY toYYYYMMDD(time)",
+        settings: &[],
+        presort: false,
+    },
+    FactVariant {
+        key: "layout1_anylast",
+        name: "(b) layout 1 + anyLast columns (AggregatingMergeTree), no partition",
+        settings: &[],
+        presort: false,
+    },
+    FactVariant {
+        key: "layout2",
+        name: "layout 2 (node DDL: AggregatingMergeTree, anyLast, day partition)",
+        settings: &[],
+        presort: false,
+    },
+    FactVariant {
+        key: "layout2_no_optimize_on_insert",
+        name: "(c) layout 2, inserts with optimize_on_insert = 0",
+        settings: &["SET optimize_on_insert = 0"],
+        presort: false,
+    },
+    FactVariant {
+        key: "layout2_presorted",
+        name: "(d) layout 2, rows sorted by (series_id, time) before the insert",
+        settings: &[],
+        presort: true,
+    },
+];
+
+/// Rows of `b` in (series_id, time) order (a stable sort: equal keys keep
+/// their insertion order, which anyLast depends on).
+fn sorted_by_key(b: &RecordBatch) -> Result<RecordBatch> {
+    let ids = b
+        .column(1)
+        .as_any()
+        .downcast_ref::<UInt64Array>()
+        .context("series_id column")?;
+    let ts = b
+        .column(0)
+        .as_any()
+        .downcast_ref::<TimestampNanosecondArray>()
+        .context("time column")?;
+    let mut idx: Vec<u32> = (0..b.num_rows() as u32).collect();
+    idx.sort_by_key(|&i| (ids.value(i as usize), ts.value(i as usize)));
+    let idx = arrow_array::UInt32Array::from(idx);
+    let cols = b
+        .columns()
+        .iter()
+        .map(|c| arrow_select::take::take(c.as_ref(), &idx, None))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    Ok(RecordBatch::try_new(b.schema(), cols)?)
+}
+
+fn fact_insert(
+    pool: &Pool,
+    v: &FactVariant,
+    table: &str,
+    schema: &SchemaRef,
+    batches: &[RecordBatch],
+) -> Result<Duration> {
+    let mut conn = pool.get();
+    for s in v.settings {
+        conn.execute(s)?;
+    }
+    let t0 = Instant::now();
+    for b in batches {
+        let b = if v.presort {
+            sorted_by_key(b)?
+        } else {
+            b.clone()
+        };
+        conn.ingest("bench", table, schema.clone(), vec![b])?;
+    }
+    let t = t0.elapsed();
+    if !v.settings.is_empty() {
+        conn.execute("SET optimize_on_insert = 1")?;
+    }
+    Ok(t)
+}
+
+fn fact_ddl(variant: &str, table: &str) -> String {
+    let fields: Vec<(String, FieldType)> = (0..FIELDS)
+        .map(|f| (format!("f{f}"), FieldType::Float64))
+        .collect();
+    let nullable: Vec<String> = (0..FIELDS)
+        .map(|f| format!("f{f} Nullable(Float64)"))
+        .collect();
+    let any_last: Vec<String> = (0..FIELDS)
+        .map(|f| format!("f{f} {}", FieldType::Float64.clickhouse()))
+        .collect();
+    let head = format!("CREATE TABLE bench.{table} (time DateTime64(9), series_id UInt64");
+    match variant {
+        "layout1" => format!(
+            "{head}, {}) ENGINE = ReplacingMergeTree ORDER BY (series_id, time)",
+            nullable.join(", ")
+        ),
+        "layout1_partition" => format!(
+            "{head}, {}) ENGINE = ReplacingMergeTree PARTITION BY toYYYYMMDD(time) ORDER BY (series_id, time)",
+            nullable.join(", ")
+        ),
+        "layout1_anylast" => format!(
+            "{head}, {}) ENGINE = AggregatingMergeTree ORDER BY (series_id, time)",
+            any_last.join(", ")
+        ),
+        // layout 2 and its variants: the node's DDL.
+        _ => create_fact_table("bench", table, &fields),
+    }
+}
+
+/// `rows` rows of the series_id shape with 5 Float64 fields (two decimals,
+/// as the load generator's points), in 200,000-row batches. `rewrites`:
+/// the batches cycle over FACT_DISTINCT_BATCHES distinct ones, so each
+/// point is written rows / (FACT_DISTINCT_BATCHES * FACT_BATCH) times
+/// (the load generator cycles its pre-encoded requests likewise).
+/// `in_insert`: every insert holds FACT_IN_INSERT copies of each of its
+/// points (the rows of one insert cycle over FACT_BATCH / FACT_IN_INSERT
+/// points), as a node's flush does under the load generator, whose 64
+/// pre-encoded requests repeat within a flush: chDB collapses them at
+/// insert time (`optimize_on_insert`).
+fn fact_batches(
+    ids: &[u64],
+    rows: usize,
+    rewrites: bool,
+    in_insert: bool,
+) -> Result<(SchemaRef, Vec<RecordBatch>)> {
+    let mut fields = vec![ts_field(), Field::new("series_id", DataType::UInt64, false)];
+    fields.extend((0..FIELDS).map(|f| Field::new(format!("f{f}"), DataType::Float64, false)));
+    let schema = Arc::new(Schema::new(fields));
+    let mut out = Vec::new();
+    for b in 0..rows.div_ceil(FACT_BATCH) {
+        let src = if rewrites {
+            b % FACT_DISTINCT_BATCHES
+        } else {
+            b
+        };
+        let first = src * FACT_BATCH;
+        let distinct = if in_insert {
+            FACT_BATCH / FACT_IN_INSERT
+        } else {
+            FACT_BATCH
+        };
+        let r: Vec<usize> = (0..FACT_BATCH).map(|k| first + k % distinct).collect();
+        let r = r.into_iter();
+        let mut cols: Vec<ArrayRef> = vec![
+            Arc::new(TimestampNanosecondArray::from_iter_values(
+                r.clone().map(|i| sample(i).1),
+            )),
+            Arc::new(UInt64Array::from_iter_values(
+                r.clone().map(|i| ids[sample(i).0]),
+            )),
+        ];
+        for f in 0..FIELDS {
+            cols.push(Arc::new(arrow_array::Float64Array::from_iter_values(
+                r.clone().map(|i| {
+                    ((i as u64)
+                        .wrapping_mul(7919)
+                        .wrapping_add(f as u64 * 104_729)
+                        % 10_000) as f64
+                        / 100.0
+                }),
+            )));
+        }
+        out.push(RecordBatch::try_new(schema.clone(), cols)?);
+    }
+    Ok((schema, out))
+}
+
+fn merges_running(engine: &Engine, table: &str) -> Result<u64> {
+    scalar_u64(
+        engine,
+        &format!("SELECT toUInt64(count()) FROM system.merges WHERE database = 'bench' AND table = '{table}'"),
+    )
+}
+
+fn active_parts(engine: &Engine, table: &str) -> Result<u64> {
+    scalar_u64(
+        engine,
+        &format!("SELECT toUInt64(count()) FROM system.parts WHERE active AND database = 'bench' AND table = '{table}'"),
+    )
+}
+
+struct FactFigures {
+    held_rows_per_s: f64,
+    held_insert_ns: f64,
+    optimize_s: f64,
+    optimize_ns: f64,
+    rows_after: u64,
+    run_rows_per_s: f64,
+    run_ns: f64,
+    run_merge_ns: f64,
+    run_parts: u64,
+    run_optimize_ns: f64,
+    load: String,
+}
+
+fn fact_run(
+    engine: &Engine,
+    v: &FactVariant,
+    tag: &str,
+    schema: &SchemaRef,
+    batches: &[RecordBatch],
+) -> Result<FactFigures> {
+    let pool = engine.pool();
+    let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+    let per_row = |secs: f64| secs * 1e9 / rows as f64;
+    let load = loadavg1();
+
+    // 1. Merges held: the inserts alone, then one OPTIMIZE FINAL merging
+    //    every part (the whole merge work of these rows, in one place).
+    let variant = v.key;
+    let held = format!("fact_{tag}_{variant}_held");
+    exec(pool, &fact_ddl(variant, &held))?;
+    exec(pool, &format!("SYSTEM STOP MERGES bench.{held}"))?;
+    let c0 = process_cpu_s();
+    let t = fact_insert(pool, v, &held, schema, batches)?;
+    let held_insert_cpu = process_cpu_s() - c0;
+    exec(pool, &format!("SYSTEM START MERGES bench.{held}"))?;
+    let c0 = process_cpu_s();
+    let t0 = Instant::now();
+    exec(pool, &format!("OPTIMIZE TABLE bench.{held} FINAL"))?;
+    let optimize_s = t0.elapsed().as_secs_f64();
+    let optimize_cpu = process_cpu_s() - c0;
+    let rows_after = scalar_u64(
+        engine,
+        &format!("SELECT toUInt64(count()) FROM bench.{held}"),
+    )?;
+
+    // 2. Merges running, as on a node: the inserts with chDB's background
+    //    merges, CPU counted until no merge of the table runs any more.
+    let run = format!("fact_{tag}_{variant}_run");
+    exec(pool, &fact_ddl(variant, &run))?;
+    let c0 = process_cpu_s();
+    let m0 = CpuSplit::now();
+    let t1 = fact_insert(pool, v, &run, schema, batches)?;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while merges_running(engine, &run)? > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let run_cpu = process_cpu_s() - c0;
+    let run_merges = CpuSplit::now().since(m0).merges_s;
+    let run_parts = active_parts(engine, &run)?;
+    let c0 = process_cpu_s();
+    exec(pool, &format!("OPTIMIZE TABLE bench.{run} FINAL"))?;
+    let run_optimize_cpu = process_cpu_s() - c0;
+    for t in [&held, &run] {
+        exec(pool, &format!("DROP TABLE bench.{t} SYNC"))?;
+    }
+    Ok(FactFigures {
+        held_rows_per_s: rows as f64 / t.as_secs_f64(),
+        held_insert_ns: per_row(held_insert_cpu),
+        optimize_s,
+        optimize_ns: per_row(optimize_cpu),
+        rows_after,
+        run_rows_per_s: rows as f64 / t1.as_secs_f64(),
+        run_ns: per_row(run_cpu),
+        run_merge_ns: per_row(run_merges),
+        run_parts,
+        run_optimize_ns: per_row(run_optimize_cpu),
+        load,
+    })
+}
+
+/// Layout 1's fact table against layout 2's, and each of the two changes
+/// (day partition key; anyLast columns in an AggregatingMergeTree) alone.
+fn fact_layouts(engine: &Engine) -> Result<()> {
+    let rows: usize = std::env::var("FACT_ROWS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4_000_000);
+    let ids: Vec<u64> = (0..SERIES).map(series_id_of).collect();
+    let shapes = [
+        ("distinct", false, false, "every row a new point"),
+        ("rewrites", true, false, "5 distinct batches cycled"),
+        (
+            "in_insert",
+            false,
+            true,
+            "each insert holds each of its points 4 times",
+        ),
+    ];
+    println!(
+        "## Storage layout 2 fact table: {} rows ({SERIES} series, {FIELDS} Float64 fields), {}-row inserts, 1 connection",
+        fmt_int(rows as f64),
+        fmt_int(FACT_BATCH as f64)
+    );
+    println!();
+    println!("CPU is the process's (getrusage, every thread). Merges held: `SYSTEM STOP MERGES` during the inserts, then one `OPTIMIZE TABLE ... FINAL` of all {} parts (CPU per row merged = per row inserted). Merges running: background merges on, CPU counted until no merge of the table runs; then OPTIMIZE FINAL of what is left.", rows.div_ceil(FACT_BATCH));
+    println!();
+    println!("| data | fact table | merges held: insert rows/s | insert CPU ns/row | OPTIMIZE FINAL (s) | merge CPU ns/row | rows after | merges running: rows/s | CPU ns/row incl. merges | of which merges | parts left | OPTIMIZE CPU ns/row | load avg |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let mut lines = Vec::new();
+    let times = rows as f64 / (FACT_DISTINCT_BATCHES * FACT_BATCH) as f64;
+    for (tag, rewrites, in_insert, what) in shapes {
+        let what = if rewrites {
+            format!("{what}: every point written {times:.1} times")
+        } else {
+            what.to_string()
+        };
+        let (schema, batches) = fact_batches(&ids, rows, rewrites, in_insert)?;
+        for v in &FACT_VARIANTS {
+            let f = fact_run(engine, v, tag, &schema, &batches)?;
+            println!(
+                "| {tag} ({what}) | {} | {} | {:.0} | {:.2} | {:.0} | {} | {} | {:.0} | {:.0} | {} | {:.0} | {} |",
+                v.name,
+                fmt_int(f.held_rows_per_s),
+                f.held_insert_ns,
+                f.optimize_s,
+                f.optimize_ns,
+                fmt_int(f.rows_after as f64),
+                fmt_int(f.run_rows_per_s),
+                f.run_ns,
+                f.run_merge_ns,
+                f.run_parts,
+                f.run_optimize_ns,
+                f.load
+            );
+            lines.push(format!(
+                "fact_layout={} data={tag} insert_rows_per_sec={:.0} insert_cpu_ns_per_row={:.0} merge_cpu_ns_per_row={:.0} running_rows_per_sec={:.0} running_cpu_ns_per_row={:.0}",
+                v.key, f.held_rows_per_s, f.held_insert_ns, f.optimize_ns, f.run_rows_per_s, f.run_ns
+            ));
+        }
+    }
+    println!();
+    for l in lines {
+        println!("{l}");
+    }
+    println!();
     Ok(())
 }
