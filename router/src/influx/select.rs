@@ -23,8 +23,8 @@ use shardhouse_influxql::{
 };
 use shardhouse_query::partials::{group_key, merge_groups, Groups};
 use shardhouse_query::{
-    column_names, evaluate_field, only_selector, shape, time_zone, Aggregate, Emitted, EvalOptions,
-    Interval, Point, Series, SeriesKey, ShapeOptions, Transform, Value, Windowing,
+    finish, only_selector, time_zone, Aggregate, Emitted, EvalOptions, Gathered, Interval, Point,
+    Series, SeriesKey, Transform, Value, Windowing,
 };
 
 use super::fetch::{self, int_at, u64_at, value_at};
@@ -446,17 +446,14 @@ async fn one_measurement(
         }
     };
 
-    let n = planned.plans.len();
-    let mut groups: BTreeMap<SeriesKey, Vec<Vec<Emitted>>> = BTreeMap::new();
-    let mut widths = Vec::new();
+    let mut gathered = Vec::with_capacity(planned.plans.len());
     for (j, plan) in planned.plans.iter().enumerate() {
-        let per_series: BTreeMap<SeriesKey, Vec<Emitted>> = match plan {
+        gathered.push(match plan {
             Plan::Aggregate {
                 agg,
                 slot,
                 transform,
             } => {
-                widths.push(1 + agg.aux_columns().len());
                 let mut merged = Groups::new();
                 for batches in shards.iter().filter(|_| pushed) {
                     for b in batches {
@@ -518,23 +515,13 @@ async fn one_measurement(
                     }
                     merge_groups(agg, &mut merged, part).map_err(|e| e.to_string())?;
                 }
-                let mut out = BTreeMap::new();
-                for (key, buckets) in merged {
-                    let points = evaluate_field(
-                        agg,
-                        transform.as_ref(),
-                        &buckets,
-                        &windowing,
-                        stmt.fill.as_ref(),
-                        opts,
-                    )
-                    .map_err(|e| e.to_string())?;
-                    out.insert(key, points);
+                Gathered::Aggregate {
+                    agg: agg.clone(),
+                    transform: *transform,
+                    groups: merged,
                 }
-                out
             }
             Plan::Raw { slot, transform } => {
-                widths.push(1);
                 let mut raw: BTreeMap<SeriesKey, Vec<Emitted>> = BTreeMap::new();
                 for b in shards.iter().flatten() {
                     for row in 0..b.num_rows() {
@@ -561,40 +548,14 @@ async fn one_measurement(
                             .push(Emitted::new(t, value));
                     }
                 }
-                let mut out = BTreeMap::new();
-                for (key, mut points) in raw {
-                    points.sort_by_key(|p| p.time);
-                    if !ascending {
-                        points.reverse();
-                    }
-                    let points = match transform {
-                        Some(t) => t.apply(&points, ascending).map_err(|e| e.to_string())?,
-                        None => points,
-                    };
-                    out.insert(key, points);
+                Gathered::Raw {
+                    transform: *transform,
+                    series: raw,
                 }
-                out
             }
-        };
-        for (key, points) in per_series {
-            groups.entry(key).or_insert_with(|| vec![Vec::new(); n])[j] = points;
-        }
+        });
     }
-    let options = ShapeOptions {
-        ascending,
-        limit: stmt.limit.unwrap_or(0),
-        offset: stmt.offset.unwrap_or(0),
-        slimit: stmt.slimit.unwrap_or(0),
-        soffset: stmt.soffset.unwrap_or(0),
-        limit_rows: planned.plans.iter().all(|p| matches!(p, Plan::Raw { .. })),
-        fill: stmt.fill,
-    };
-    Ok(shape(
-        &column_names(&planned.fields),
-        &widths,
-        groups,
-        &options,
-    ))
+    finish(stmt, &planned.fields, gathered, &windowing, opts).map_err(|e| e.to_string())
 }
 
 fn row_has_field(b: &RecordBatch, row: usize, slots: &[Slot]) -> bool {

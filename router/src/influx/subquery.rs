@@ -13,8 +13,8 @@ use shardhouse_influxql::time::{split_condition, time_range, TimeRange};
 use shardhouse_influxql::{Dimension, Expr, SelectStatement, SortOrder};
 use shardhouse_query::partials::{group_key, group_partials, merge_groups, Groups, SeriesPoint};
 use shardhouse_query::{
-    column_names, evaluate_field, only_selector, shape, time_zone, Aggregate, Emitted, EvalOptions,
-    Interval, Series, SeriesKey, ShapeOptions, Transform, Value, Windowing,
+    finish, only_selector, time_zone, Aggregate, Emitted, EvalOptions, Gathered, Interval, Series,
+    SeriesKey, Transform, Value, Windowing,
 };
 
 use super::select::StmtResult;
@@ -168,73 +168,40 @@ pub fn evaluate(outer: &SelectStatement, inner: Vec<Series>, now: i64) -> StmtRe
         ascending,
         point_times: only_selector(&fields),
     };
-    let n = plans.len();
-    let mut groups: BTreeMap<SeriesKey, Vec<Vec<Emitted>>> = BTreeMap::new();
-    let mut widths = Vec::new();
-    for (j, (source, transform, column)) in plans.iter().enumerate() {
+    let mut gathered = Vec::with_capacity(plans.len());
+    for (source, transform, column) in &plans {
         let points = points_of(column);
-        let per_series: BTreeMap<SeriesKey, Vec<Emitted>> = match source {
+        gathered.push(match source {
             Source::Aggregate(agg) => {
-                widths.push(1 + agg.aux_columns().len());
-                let mut merged = Groups::new();
+                let mut groups = Groups::new();
                 merge_groups(
                     agg,
-                    &mut merged,
+                    &mut groups,
                     group_partials(agg, &points, &dims, &windowing).map_err(err)?,
                 )
                 .map_err(err)?;
-                let mut out = BTreeMap::new();
-                for (key, buckets) in merged {
-                    let emitted = evaluate_field(
-                        agg,
-                        transform.as_ref(),
-                        &buckets,
-                        &windowing,
-                        outer.fill.as_ref(),
-                        opts,
-                    )
-                    .map_err(err)?;
-                    out.insert(key, emitted);
+                Gathered::Aggregate {
+                    agg: agg.clone(),
+                    transform: *transform,
+                    groups,
                 }
-                out
             }
             Source::Raw => {
-                widths.push(1);
-                let mut raw: BTreeMap<SeriesKey, Vec<Emitted>> = BTreeMap::new();
+                let mut series: BTreeMap<SeriesKey, Vec<Emitted>> = BTreeMap::new();
                 for p in points {
-                    raw.entry(group_key(&p.name, &p.tags, &dims))
+                    series
+                        .entry(group_key(&p.name, &p.tags, &dims))
                         .or_default()
                         .push(Emitted::new(p.time, p.value));
                 }
-                let mut out = BTreeMap::new();
-                for (key, mut pts) in raw {
-                    pts.sort_by_key(|p| p.time);
-                    if !ascending {
-                        pts.reverse();
-                    }
-                    let pts = match transform {
-                        Some(t) => t.apply(&pts, ascending).map_err(err)?,
-                        None => pts,
-                    };
-                    out.insert(key, pts);
+                Gathered::Raw {
+                    transform: *transform,
+                    series,
                 }
-                out
             }
-        };
-        for (key, pts) in per_series {
-            groups.entry(key).or_insert_with(|| vec![Vec::new(); n])[j] = pts;
-        }
+        });
     }
-    let options = ShapeOptions {
-        ascending,
-        limit: outer.limit.unwrap_or(0),
-        offset: outer.offset.unwrap_or(0),
-        slimit: outer.slimit.unwrap_or(0),
-        soffset: outer.soffset.unwrap_or(0),
-        limit_rows: plans.iter().all(|(s, _, _)| matches!(s, Source::Raw)),
-        fill: outer.fill,
-    };
-    Ok(shape(&column_names(&fields), &widths, groups, &options))
+    finish(outer, &fields, gathered, &windowing, opts).map_err(err)
 }
 
 #[cfg(test)]

@@ -10,8 +10,8 @@ use shardhouse_influxql::time::{split_condition, time_range, TimeRange};
 use shardhouse_influxql::{parse_statement, Dimension, Expr, SortOrder, Statement};
 use shardhouse_query::partials::{group_key, group_partials, merge_groups, Groups, SeriesPoint};
 use shardhouse_query::{
-    column_names, evaluate_field, only_selector, shape, time_zone, Aggregate, Emitted, EvalOptions,
-    Interval, Result, Series, SeriesKey, ShapeOptions, Transform, Value, Windowing,
+    finish, only_selector, time_zone, Aggregate, Emitted, EvalOptions, Gathered, Interval, Result,
+    Series, SeriesKey, Transform, Value, Windowing,
 };
 
 pub const S: i64 = 1_000_000_000;
@@ -132,77 +132,40 @@ pub fn query_shards(text: &str, shards: &[Vec<SeriesPoint>], now: i64) -> Result
         point_times: only_selector(&select.fields),
     };
 
-    let n = plans.len();
-    let mut groups: BTreeMap<SeriesKey, Vec<Vec<Emitted>>> = BTreeMap::new();
-    let mut widths = Vec::new();
-    for (j, (source, transform)) in plans.iter().enumerate() {
-        let per_series: BTreeMap<SeriesKey, Vec<Emitted>> = match source {
+    let mut gathered = Vec::with_capacity(plans.len());
+    for (source, transform) in &plans {
+        gathered.push(match source {
             Source::Aggregate(agg) => {
-                widths.push(1 + agg.aux_columns().len());
-                let mut merged = Groups::new();
+                let mut groups = Groups::new();
                 for shard in shards {
                     merge_groups(
                         agg,
-                        &mut merged,
+                        &mut groups,
                         group_partials(agg, shard, &dims, &windowing)?,
                     )?;
                 }
-                let mut out = BTreeMap::new();
-                for (key, buckets) in merged {
-                    let points = evaluate_field(
-                        agg,
-                        transform.as_ref(),
-                        &buckets,
-                        &windowing,
-                        select.fill.as_ref(),
-                        opts,
-                    )?;
-                    out.insert(key, points);
+                Gathered::Aggregate {
+                    agg: agg.clone(),
+                    transform: *transform,
+                    groups,
                 }
-                out
             }
             Source::Raw => {
-                widths.push(1);
-                let mut raw: BTreeMap<SeriesKey, Vec<Emitted>> = BTreeMap::new();
+                let mut series: BTreeMap<SeriesKey, Vec<Emitted>> = BTreeMap::new();
                 for p in shards.iter().flatten().filter(|p| read.contains(p.time)) {
-                    raw.entry(group_key(&p.name, &p.tags, &dims))
+                    series
+                        .entry(group_key(&p.name, &p.tags, &dims))
                         .or_default()
                         .push(Emitted::new(p.time, p.value.clone()));
                 }
-                let mut out = BTreeMap::new();
-                for (key, mut points) in raw {
-                    points.sort_by_key(|p| p.time);
-                    if !ascending {
-                        points.reverse();
-                    }
-                    let points = match transform {
-                        Some(t) => t.apply(&points, ascending)?,
-                        None => points,
-                    };
-                    out.insert(key, points);
+                Gathered::Raw {
+                    transform: *transform,
+                    series,
                 }
-                out
             }
-        };
-        for (key, points) in per_series {
-            groups.entry(key).or_insert_with(|| vec![Vec::new(); n])[j] = points;
-        }
+        });
     }
-    let options = ShapeOptions {
-        ascending,
-        limit: select.limit.unwrap_or(0),
-        offset: select.offset.unwrap_or(0),
-        slimit: select.slimit.unwrap_or(0),
-        soffset: select.soffset.unwrap_or(0),
-        limit_rows: plans.iter().all(|(s, _)| matches!(s, Source::Raw)),
-        fill: select.fill,
-    };
-    Ok(shape(
-        &column_names(&select.fields),
-        &widths,
-        groups,
-        &options,
-    ))
+    finish(&select, &select.fields, gathered, &windowing, opts)
 }
 
 /// Runs `text` over one shard.
