@@ -363,18 +363,7 @@ pub const FACT_ENGINE: &str =
     "AggregatingMergeTree PARTITION BY toYYYYMMDD(time) ORDER BY (series_id, time)";
 
 /// Settings of the engine's writer connections.
-///
-/// `optimize_on_insert = 0`: an insert does not collapse the rows of equal
-/// `(series_id, time)` it carries; parts are written as inserted (sorted
-/// stably, so equal keys keep their insertion order) and collapse in
-/// background merges and under `FINAL`, with the same `anyLast` result.
-/// The insert-time collapse ran `AggregatingSortedTransform` over every
-/// inserted block: the largest share of the node's CPU at load after layout
-/// 2 (docs/benchmarks.md, "Layout 2 CPU profile (issue 13)").
-pub const WRITER_SETTINGS: &[&str] = &[
-    "SET throw_on_max_partitions_per_insert_block = 0",
-    "SET optimize_on_insert = 0",
-];
+pub const WRITER_SETTINGS: &[&str] = &["SET throw_on_max_partitions_per_insert_block = 0"];
 
 /// The flushed index is written after the flush's `syncfs` and not synced
 /// itself. It is only where replay starts after a restart: the WAL compacts
