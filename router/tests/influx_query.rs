@@ -479,6 +479,13 @@ async fn influxql_answers_equal_one_place_evaluation() -> Result<()> {
         status == 200 && body.contains("lower limit"),
         "{status} {body}"
     );
+    let (status, body) = s
+        .query_raw("SELECT mean(usage) / mean(load) FROM cpu", &[])
+        .await?;
+    ensure!(
+        status == 400 && body.contains("arithmetic on aggregates") && body.contains("char 8"),
+        "{status} {body}"
+    );
     let r = s.http.get(format!("{}/query", s.base)).send().await?;
     ensure!(
         r.status().as_u16() == 400 && r.text().await?.contains("missing required parameter"),

@@ -117,6 +117,10 @@ async fn answer(r: &Router, query: Option<&str>, headers: &HeaderMap, body: Body
             )
         }
     };
+    // What Shardhouse does not serve is refused before anything runs.
+    if let Some(message) = parsed.statements.iter().find_map(|st| unsupported(st, q)) {
+        return request_error(StatusCode::BAD_REQUEST, &message);
+    }
     let database = params.get("db").map(String::as_str).unwrap_or("");
     let mut format = Format::from_params(
         params.get("epoch").map(String::as_str),
@@ -203,6 +207,63 @@ async fn answer(r: &Router, query: Option<&str>, headers: &HeaderMap, body: Body
     with_version((StatusCode::OK, [(header::CONTENT_TYPE, content_type)], text).into_response())
 }
 
+/// Why a parsed statement cannot be served, naming the construct and where
+/// it stands in `q` (as the parser's errors do), or `None`.
+fn unsupported(stmt: &Statement, q: &str) -> Option<String> {
+    let (what, needle) = match stmt {
+        Statement::Explain { .. } => ("EXPLAIN".to_string(), "EXPLAIN".to_string()),
+        Statement::ShowCardinality(_) => (
+            "SHOW ... CARDINALITY".to_string(),
+            "CARDINALITY".to_string(),
+        ),
+        Statement::CreateRetentionPolicy(_) => (
+            "CREATE RETENTION POLICY (each database has one policy, autogen; use ALTER RETENTION POLICY autogen ON <db> DURATION <d>)".to_string(),
+            "CREATE".to_string(),
+        ),
+        Statement::DropRetentionPolicy { .. } => {
+            ("DROP RETENTION POLICY".to_string(), "RETENTION".to_string())
+        }
+        Statement::Select(s) => {
+            if s.into.is_some() {
+                ("SELECT ... INTO".to_string(), "INTO".to_string())
+            } else if let Some(call) = s.fields.iter().find_map(|f| aggregate_in_arithmetic(&f.expr)) {
+                (
+                    format!("arithmetic on aggregates ({call}() inside an expression)"),
+                    format!("{call}("),
+                )
+            } else {
+                return None;
+            }
+        }
+        _ => return None,
+    };
+    let at = q
+        .to_ascii_lowercase()
+        .find(&needle.to_ascii_lowercase())
+        .unwrap_or(0);
+    let pos = shardhouse_influxql::Position::at(q, at);
+    Some(format!(
+        "{what} is not supported by Shardhouse at line {}, char {}",
+        pos.line, pos.column
+    ))
+}
+
+/// The first function called inside arithmetic (`mean(a) / mean(b)`).
+fn aggregate_in_arithmetic(e: &shardhouse_influxql::Expr) -> Option<String> {
+    use shardhouse_influxql::Expr;
+    fn first_call(e: &Expr) -> Option<String> {
+        match e {
+            Expr::Call(c) => Some(c.name.clone()),
+            Expr::Binary { lhs, rhs, .. } => first_call(lhs).or_else(|| first_call(rhs)),
+            _ => None,
+        }
+    }
+    match e {
+        Expr::Binary { .. } => first_call(e),
+        _ => None,
+    }
+}
+
 /// A request-level error: `{"error":"..."}`, as InfluxDB answers it.
 fn request_error(status: StatusCode, message: &str) -> Response {
     let body = encode::to_json(&encode::Response::error(message), &Format::default());
@@ -264,6 +325,29 @@ fn bind_params(json: Option<&str>) -> Result<Params, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unsupported_constructs_are_named_with_their_position() {
+        let check = |q: &str| {
+            let parsed = shardhouse_influxql::parse(q).unwrap();
+            parsed.statements.iter().find_map(|s| unsupported(s, q))
+        };
+        assert_eq!(
+            check("SELECT mean(a) / mean(b) FROM m").unwrap(),
+            "arithmetic on aggregates (mean() inside an expression) is not supported by Shardhouse at line 1, char 8"
+        );
+        assert!(check("SELECT * INTO m2 FROM m")
+            .unwrap()
+            .starts_with("SELECT ... INTO is not supported by Shardhouse at line 1, char 10"));
+        assert!(check("SHOW SERIES CARDINALITY")
+            .unwrap()
+            .contains("char 13"));
+        assert!(check("EXPLAIN SELECT a FROM m")
+            .unwrap()
+            .contains("EXPLAIN"));
+        assert_eq!(check("SELECT a + b FROM m"), None);
+        assert_eq!(check("SELECT mean(a) FROM m GROUP BY time(1m)"), None);
+    }
 
     #[test]
     fn bind_parameters_read_json_values() {
