@@ -6,6 +6,7 @@
 //! statements onto the shards (docs/api.md, "/query").
 
 mod fetch;
+mod fields;
 mod meta;
 mod pushdown;
 mod select;
