@@ -8,11 +8,11 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use anyhow::{anyhow, ensure, Context, Result};
 use serde_json::Value;
-use support::{poll, start_etcd, start_router, Node};
+use support::{now_ns, start_etcd, start_router, wait_writable, Node, Rng};
 
 const SHARDS: u32 = 8;
 const DB: &str = "oracle";
@@ -114,26 +114,6 @@ fn stddev(v: &[f64]) -> Option<f64> {
     Some(var.sqrt())
 }
 
-fn now_ns() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i64)
-}
-
-/// A small deterministic generator (no extra dependency).
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn influxql_answers_equal_one_place_evaluation() -> Result<()> {
     let dir = tempfile::tempdir()?;
@@ -150,20 +130,7 @@ async fn influxql_answers_equal_one_place_evaluation() -> Result<()> {
         base,
         nodes,
     };
-    poll(
-        "a committed warm-up write",
-        Duration::from_secs(90),
-        || async {
-            let r = s
-                .http
-                .post(format!("{}/write?db=warmup", s.base))
-                .body("w v=1 1\n")
-                .send()
-                .await?;
-            Ok((r.status().as_u16() == 204).then_some(()))
-        },
-    )
-    .await?;
+    wait_writable(&s.http, &s.base).await?;
 
     // Two hours of points from 10 hosts in two regions, a point every
     // ~20 s per host; one point in ten has no `usage`. `mem` only from

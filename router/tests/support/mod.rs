@@ -243,3 +243,45 @@ pub fn start_router(dir: &Path, etcd_url: &str, cluster: &str) -> Result<(Proc, 
     let (proc, ready) = spawn_ready(router, "shardhouse-router", dir.join("router.log"))?;
     Ok((proc, format!("http://{}", field(&ready, "http")?)))
 }
+
+/// xorshift64: deterministic test data from a printed seed (no extra
+/// dependency).
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// Wall-clock now, Unix nanoseconds.
+pub fn now_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
+}
+
+/// Waits until a write through the router at `base` commits (every shard
+/// has a leader), writing into the database `warmup`.
+pub async fn wait_writable(http: &reqwest::Client, base: &str) -> Result<()> {
+    poll(
+        "a committed warm-up write",
+        Duration::from_secs(90),
+        || async {
+            let r = http
+                .post(format!("{base}/write?db=warmup"))
+                .body("w v=1 1\n")
+                .send()
+                .await?;
+            Ok((r.status().as_u16() == 204).then_some(()))
+        },
+    )
+    .await
+}
