@@ -1,0 +1,100 @@
+//! Arrow batches for tests: the node's points shape, IPC bytes both ways,
+//! and columns read back as strings.
+
+use std::sync::Arc;
+
+use arrow_array::{Int64Array, RecordBatch, TimestampNanosecondArray, UInt64Array};
+use arrow_schema::{DataType, Field, Schema, TimeUnit};
+
+/// `time` (ns), `series_id`, and one Int64 field `v`.
+pub fn points_schema() -> Arc<Schema> {
+    Arc::new(Schema::new(vec![
+        Field::new(
+            "time",
+            DataType::Timestamp(TimeUnit::Nanosecond, None),
+            false,
+        ),
+        Field::new("series_id", DataType::UInt64, false),
+        Field::new("v", DataType::Int64, true),
+    ]))
+}
+
+/// One batch where each point is unique: time = v = value, series =
+/// value % 8.
+pub fn points_batch(values: &[i64]) -> RecordBatch {
+    RecordBatch::try_new(
+        points_schema(),
+        vec![
+            Arc::new(TimestampNanosecondArray::from(values.to_vec())),
+            Arc::new(UInt64Array::from_iter_values(
+                values.iter().map(|v| (*v as u64) % 8),
+            )),
+            Arc::new(Int64Array::from(values.to_vec())),
+        ],
+    )
+    .expect("points batch")
+}
+
+/// [`points_batch`] as Arrow IPC stream bytes (a Write request's points).
+pub fn points_ipc(values: &[i64]) -> Vec<u8> {
+    ipc_bytes(&points_schema(), &[points_batch(values)])
+}
+
+/// Batches as one Arrow IPC stream.
+pub fn ipc_bytes(schema: &Schema, batches: &[RecordBatch]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut w = arrow_ipc::writer::StreamWriter::try_new(&mut out, schema).expect("ipc writer");
+    for b in batches {
+        w.write(b).expect("ipc write");
+    }
+    w.finish().expect("ipc finish");
+    drop(w);
+    out
+}
+
+/// The batches of an Arrow IPC stream.
+pub fn decode_ipc(ipc: &[u8]) -> Vec<RecordBatch> {
+    arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(ipc.to_vec()), None)
+        .expect("ipc stream")
+        .map(|b| b.expect("ipc batch"))
+        .collect()
+}
+
+/// Column `i` of all batches as strings.
+pub fn col_strings(batches: &[RecordBatch], i: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    for b in batches {
+        let c = arrow_cast::cast::cast(b.column(i), &DataType::Utf8).expect("cast to string");
+        for j in 0..c.len() {
+            out.push(arrow_cast::display::array_value_to_string(&c, j).expect("display"));
+        }
+    }
+    out
+}
+
+/// The single value of a one-row, one-column result as u64.
+pub fn scalar_u64(batches: &[RecordBatch]) -> u64 {
+    let v = col_strings(batches, 0);
+    assert_eq!(v.len(), 1, "expected one row, got {v:?}");
+    v[0].parse().expect("integer result")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn points_round_trip_through_ipc() {
+        let batches = decode_ipc(&points_ipc(&[3, 9]));
+        assert_eq!(col_strings(&batches, 1), ["3", "1"]);
+        assert_eq!(col_strings(&batches, 2), ["3", "9"]);
+    }
+
+    #[test]
+    fn a_scalar_is_one_row_of_one_column() {
+        let schema = Arc::new(Schema::new(vec![Field::new("n", DataType::UInt64, false)]));
+        let one =
+            RecordBatch::try_new(schema, vec![Arc::new(UInt64Array::from(vec![42]))]).unwrap();
+        assert_eq!(scalar_u64(&[one]), 42);
+    }
+}
