@@ -1,12 +1,14 @@
 //! Shared model of Shardhouse: the pieces every component must agree on
 //! byte for byte (series_id, shard choice, Arrow schema, wire protocol).
 
+pub mod credential;
 pub mod lineproto;
 pub mod names;
 mod scan;
 pub mod series;
 pub mod shard;
 pub mod shard_map;
+pub mod sql_check;
 pub mod wire;
 
 /// Generated gRPC types for the node API (`proto/shardhouse/node.proto`).

@@ -76,7 +76,7 @@ pub const FORBIDDEN_FUNCTIONS: &[&str] = &[
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
+pub enum Kind {
     /// A bare word: keyword, identifier or number (word characters).
     Word,
     /// `"..."` or `` `...` ``.
@@ -89,14 +89,14 @@ pub(crate) enum Kind {
 }
 
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Token {
-    pub(crate) kind: Kind,
-    pub(crate) start: usize,
-    pub(crate) end: usize,
+pub struct Token {
+    pub kind: Kind,
+    pub start: usize,
+    pub end: usize,
 }
 
 /// Line and column (1-based, columns in characters) of byte `at`.
-pub(crate) fn at_pos(q: &str, at: usize) -> String {
+pub fn at_pos(q: &str, at: usize) -> String {
     let before = &q[..at];
     let line = before.matches('\n').count() + 1;
     let col = before.rsplit('\n').next().unwrap_or("").chars().count() + 1;
@@ -104,7 +104,7 @@ pub(crate) fn at_pos(q: &str, at: usize) -> String {
 }
 
 fn shown(text: &str) -> String {
-    shardhouse_common::names::excerpt(text.as_bytes())
+    crate::names::excerpt(text.as_bytes())
 }
 
 /// End of a quoted string or identifier starting at `start` (the quote),
@@ -133,7 +133,7 @@ fn is_word(c: u8) -> bool {
     c.is_ascii_alphanumeric() || c == b'_'
 }
 
-pub(crate) fn lex(q: &str) -> Result<Vec<Token>, String> {
+pub fn lex(q: &str) -> Result<Vec<Token>, String> {
     let b = q.as_bytes();
     let n = b.len();
     let mut out = Vec::new();
@@ -306,7 +306,7 @@ fn exponent_before(b: &[u8], at: usize) -> bool {
 /// The name of a quoted identifier without its quotes (doubled quotes
 /// collapsed), or `None` when it has a backslash escape (which ClickHouse
 /// would decode, e.g. `\x66`).
-pub(crate) fn unquote(raw: &str) -> Option<String> {
+pub fn unquote(raw: &str) -> Option<String> {
     let quote = raw.chars().next()?;
     let inner = &raw[1..raw.len() - 1];
     if inner.contains('\\') {

@@ -553,29 +553,76 @@ impl Cluster {
         }
     }
 
-    /// Runs `sql` on one replica of every shard (leader preferred) and
-    /// returns each shard's Arrow IPC result.
+    /// Runs the user's `sql` on one replica of every shard (leader
+    /// preferred) and returns each shard's Arrow IPC result.
     pub async fn query_all(
         &self,
         database: &str,
         sql: &str,
         deadline: Instant,
     ) -> Result<Vec<(u32, Vec<u8>)>> {
+        self.read_all(database, sql, false, deadline).await
+    }
+
+    /// [`Cluster::query_all`] for a statement the router planned itself
+    /// (InfluxQL): the nodes check it on its tokens, which is cheaper than
+    /// the engine parse user SQL gets.
+    pub async fn planned_all(
+        &self,
+        database: &str,
+        sql: &str,
+        deadline: Instant,
+    ) -> Result<Vec<(u32, Vec<u8>)>> {
+        self.read_all(database, sql, true, deadline).await
+    }
+
+    async fn read_all(
+        &self,
+        database: &str,
+        sql: &str,
+        planned: bool,
+        deadline: Instant,
+    ) -> Result<Vec<(u32, Vec<u8>)>> {
         let map = self.shard_map()?;
         let futs = (0..map.shard_count).map(|shard| async move {
-            let ipc = self.query_shard(database, shard, sql, deadline).await?;
+            let ipc = self
+                .read_shard(database, shard, sql, planned, deadline)
+                .await?;
             Ok((shard, ipc))
         });
         futures::future::join_all(futs).await.into_iter().collect()
     }
 
-    /// Runs `sql` on one replica of `shard` (leader first, the others on
-    /// failure). Empty bytes: the shard has no such database or table yet.
+    /// Runs the user's `sql` on one replica of `shard` (leader first, the
+    /// others on failure). Empty bytes: the shard has no such database or
+    /// table yet.
     pub async fn query_shard(
         &self,
         database: &str,
         shard: u32,
         sql: &str,
+        deadline: Instant,
+    ) -> Result<Vec<u8>> {
+        self.read_shard(database, shard, sql, false, deadline).await
+    }
+
+    /// [`Cluster::query_shard`] for a statement the router planned itself.
+    pub async fn planned_shard(
+        &self,
+        database: &str,
+        shard: u32,
+        sql: &str,
+        deadline: Instant,
+    ) -> Result<Vec<u8>> {
+        self.read_shard(database, shard, sql, true, deadline).await
+    }
+
+    async fn read_shard(
+        &self,
+        database: &str,
+        shard: u32,
+        sql: &str,
+        planned: bool,
         deadline: Instant,
     ) -> Result<Vec<u8>> {
         let map = self.shard_map()?;
@@ -591,6 +638,7 @@ impl Cluster {
                 shard,
                 sql: sql.to_owned(),
                 database: database.to_owned(),
+                planned,
             });
             req.set_timeout(deadline - now);
             match self.node_client(&target.1)?.query(req).await {

@@ -16,7 +16,8 @@ pub mod ingest;
 pub mod metrics;
 pub mod node_mux;
 pub mod query;
-pub mod sql_check;
+/// The `/api/v1/sql` statement check, shared with the nodes' planned reads.
+pub use shardhouse_common::sql_check;
 pub mod sql_merge;
 pub mod sql_plan;
 pub mod sql_value;

@@ -20,6 +20,9 @@ use crate::error::{EngineError, Result};
 /// statement runs: chDB serializes statements per connection anyway.
 pub struct Conn {
     inner: ManagedConnection,
+    /// The database the last [`Conn::use_database`] switched to, so reads
+    /// of the same database skip a round trip through the engine.
+    current_db: Option<String>,
 }
 
 impl Conn {
@@ -27,7 +30,21 @@ impl Conn {
         let inner = db
             .new_connection()
             .map_err(|e| EngineError::sql("open connection", e))?;
-        Ok(Conn { inner })
+        Ok(Conn {
+            inner,
+            current_db: None,
+        })
+    }
+
+    /// `USE db`, unless this connection already reads `db`.
+    pub fn use_database(&mut self, db: &str) -> Result<()> {
+        if self.current_db.as_deref() == Some(db) {
+            return Ok(());
+        }
+        self.current_db = None;
+        self.execute(&format!("USE {}", crate::layout::ident(db)))?;
+        self.current_db = Some(db.to_string());
+        Ok(())
     }
 
     /// Runs a statement that returns no rows (DDL, ALTER, DROP ...).

@@ -23,7 +23,6 @@ impl Engine {
     /// `_samples`) are unqualified names. An empty `database` reads the
     /// shard's own tables (`_flushed`).
     pub fn query(&self, shard: u32, database: &str, sql: &str) -> Result<Vec<RecordBatch>> {
-        let st = self.inner.shards.read().get(&shard).cloned();
         let mut conn = self.inner.readers.get();
         // The engine's own parser: one statement, and the text that runs
         // is the formatted one (nothing after a `;` can hide).
@@ -43,6 +42,32 @@ impl Engine {
             .map_err(|e| EngineError::InvalidQuery(engine_message(e)))?;
         let lines: Vec<String> = ast.iter().flat_map(|b| strings(b, 0)).collect();
         read_guard::check_ast(&lines).map_err(|r| EngineError::QueryRefused(r.0))?;
+        self.read(&mut conn, shard, database, &formatted)
+    }
+
+    /// Runs a statement the router planned itself (InfluxQL `/query`): as
+    /// [`Engine::query`], but checked on ClickHouse's tokens
+    /// (`shardhouse_common::sql_check`: one `SELECT`, no `SETTINGS`, no
+    /// function that reads outside the database) instead of the engine's
+    /// own parse, which costs two engine round trips per statement; the
+    /// connection is `readonly` either way.
+    pub fn query_planned(&self, shard: u32, database: &str, sql: &str) -> Result<Vec<RecordBatch>> {
+        let checked = shardhouse_common::sql_check::check_select(sql)
+            .map_err(EngineError::QueryRefused)?;
+        let mut conn = self.inner.readers.get();
+        self.read(&mut conn, shard, database, &checked)
+    }
+
+    /// Flushes what `sql` reads, refuses failing tables, then runs `sql`
+    /// (already checked) in the shard's database.
+    fn read(
+        &self,
+        conn: &mut crate::pool::Conn,
+        shard: u32,
+        database: &str,
+        formatted: &str,
+    ) -> Result<Vec<RecordBatch>> {
+        let st = self.inner.shards.read().get(&shard).cloned();
         if let Some(st) = &st {
             // A flush another thread has taken the buffer for must finish
             // before we read (the flush lock); then rows still buffered are
@@ -57,12 +82,12 @@ impl Engine {
                 // not created yet see buffered tables only once flushed.
                 let first = buffered.next();
                 first.is_some()
-                    && (mentions(&formatted, "system")
+                    && (mentions(formatted, "system")
                         || !st.databases.lock().contains_key(database)
                         || first
                             .into_iter()
                             .chain(buffered)
-                            .any(|t| mentions(&formatted, &t.table)))
+                            .any(|t| mentions(formatted, &t.table)))
             };
             if reads_buffered {
                 if let Err(e) = self.inner.flush_shard(st, false) {
@@ -74,7 +99,7 @@ impl Engine {
             let failing = st.failing_tables();
             if let Some(t) = failing
                 .iter()
-                .find(|t| t.database == database && mentions(&formatted, &t.table))
+                .find(|t| t.database == database && mentions(formatted, &t.table))
             {
                 let error = st
                     .failing
@@ -109,8 +134,8 @@ impl Engine {
         } else {
             layout::data_db(shard, database)
         };
-        conn.execute(&format!("USE {}", layout::ident(&db)))?;
-        conn.query(&formatted)
+        conn.use_database(&db)?;
+        conn.query(formatted)
     }
 }
 

@@ -201,9 +201,14 @@ impl proto::node_server::Node for NodeService {
             .await
             .map_err(|e| Status::unavailable(e.to_string()))?;
         let engine = Arc::clone(&self.ctx.engine);
-        let batches =
-            tokio::task::spawn_blocking(move || engine.query(req.shard, &req.database, &req.sql))
-                .await
+        let batches = tokio::task::spawn_blocking(move || {
+            if req.planned {
+                engine.query_planned(req.shard, &req.database, &req.sql)
+            } else {
+                engine.query(req.shard, &req.database, &req.sql)
+            }
+        })
+        .await
                 .map_err(|e| Status::internal(e.to_string()))?
                 .map_err(|e| match e {
                     // Another replica may store the table fine.

@@ -21,7 +21,7 @@ pub async fn on_every_shard(
     sql: &str,
     deadline: Instant,
 ) -> Result<Vec<(u32, Vec<RecordBatch>)>> {
-    let answers = router.cluster.query_all(database, sql, deadline).await?;
+    let answers = router.cluster.planned_all(database, sql, deadline).await?;
     let mut out = Vec::with_capacity(answers.len());
     for (shard, ipc) in answers {
         out.push((shard, decode(shard, ipc)?));

@@ -376,7 +376,7 @@ async fn one_measurement(
         let ipc = ctx
             .router
             .cluster
-            .query_shard(database, *shard, sql, ctx.deadline)
+            .planned_shard(database, *shard, sql, ctx.deadline)
             .await?;
         Ok::<_, crate::error::Error>((*shard, ipc))
     }))
