@@ -3,6 +3,7 @@
 use crate::admission::Admission;
 use crate::directory::PeerDirectory;
 use parking_lot::RwLock;
+use shardhouse_common::credential::ClusterToken;
 use shardhouse_common::proto::NotLeader;
 use shardhouse_common::shard_map::ShardMap;
 use shardhouse_engine::Engine;
@@ -20,6 +21,8 @@ pub struct NodeContext {
     pub shard_map: RwLock<Option<ShardMap>>,
     /// Set once both servers listen and the node registered itself.
     pub ready: AtomicBool,
+    /// The cluster credential this node requires and presents to peers.
+    pub cluster_token: Option<ClusterToken>,
 }
 
 impl NodeContext {

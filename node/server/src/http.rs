@@ -7,7 +7,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
 use prometheus::Encoder;
-use shardhouse_common::proto::{admin_client::AdminClient, ShardStatesRequest};
+use shardhouse_common::proto::ShardStatesRequest;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -150,7 +150,7 @@ async fn caught_up(ctx: &NodeContext) -> Result<usize, String> {
             .addr_of(leader)
             .ok_or_else(|| format!("no address for node {leader}, leader of {shards:?}"))?;
         let ask = async {
-            let mut c = AdminClient::connect(format!("http://{addr}")).await?;
+            let mut c = crate::auth::peer_admin_client(ctx.cluster_token.as_ref(), &addr).await?;
             Ok::<_, Box<dyn std::error::Error + Send + Sync>>(
                 c.shard_states(ShardStatesRequest {}).await?.into_inner(),
             )

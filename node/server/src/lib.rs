@@ -4,6 +4,7 @@
 //! Raft traffic. See docs/node.md.
 
 pub mod admission;
+pub mod auth;
 pub mod cluster;
 pub mod context;
 pub mod directory;

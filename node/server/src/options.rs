@@ -61,6 +61,10 @@ pub struct NodeOptions {
     /// memtables take at most 4x this (the operator sizes it to the pod's
     /// memory limit).
     pub wal_write_buffer_bytes: usize,
+    /// File holding the cluster credential that node gRPC requires and that
+    /// this node presents to its peers; None = `SHARDHOUSE_CLUSTER_TOKEN`,
+    /// and with neither the check is off (docs/operations.md).
+    pub cluster_token_file: Option<PathBuf>,
 }
 
 impl Default for NodeOptions {
@@ -100,6 +104,7 @@ impl Default for NodeOptions {
             default_retention_secs: 0,
             retention_check_interval_ms: 60_000,
             wal_write_buffer_bytes: 256 << 20,
+            cluster_token_file: None,
         }
     }
 }
@@ -212,6 +217,9 @@ pub struct Cli {
     /// WAL RocksDB memtable bytes (up to 4 held); default 256 MiB.
     #[arg(long, env = "SHARDHOUSE_NODE_WAL_WRITE_BUFFER_BYTES")]
     pub wal_write_buffer_bytes: Option<usize>,
+    /// File with the cluster credential (see docs/operations.md).
+    #[arg(long, env = "SHARDHOUSE_NODE_CLUSTER_TOKEN_FILE")]
+    pub cluster_token_file: Option<PathBuf>,
 }
 
 impl NodeOptions {
@@ -273,6 +281,9 @@ impl NodeOptions {
         }
         if cli.init_cluster.is_some() {
             self.init_cluster = cli.init_cluster;
+        }
+        if cli.cluster_token_file.is_some() {
+            self.cluster_token_file = cli.cluster_token_file;
         }
     }
 

@@ -12,6 +12,7 @@ use crate::state_machine::EngineStateMachine;
 use crate::transport::GrpcTransport;
 use axum::serve::ListenerExt as _;
 use parking_lot::RwLock;
+use shardhouse_common::credential::ClusterToken;
 use shardhouse_common::shard_map::NodeInfo;
 use shardhouse_engine::{Engine, EngineConfig};
 use shardhouse_wal::{Wal, WalConfig};
@@ -71,8 +72,13 @@ pub async fn run(
         .map_err(|e| NodeError::Serve(e.to_string()))??,
     );
 
+    let cluster_token = ClusterToken::load(opts.cluster_token_file.as_deref())
+        .map_err(|e| NodeError::InvalidOptions(e.to_string()))?;
+    if cluster_token.is_none() {
+        tracing::warn!("no cluster credential configured: node gRPC accepts any caller");
+    }
     let directory = Arc::new(PeerDirectory::default());
-    let transport = GrpcTransport::new(opts.node_id, Arc::clone(&directory));
+    let transport = GrpcTransport::new(opts.node_id, Arc::clone(&directory), cluster_token.clone());
     let wal_cfg = WalConfig {
         node_id: opts.node_id,
         dir: opts.data_dir.join("wal"),
@@ -104,6 +110,7 @@ pub async fn run(
         directory,
         shard_map: RwLock::new(None),
         ready: AtomicBool::new(false),
+        cluster_token: cluster_token.clone(),
     });
 
     let grpc_listener = bind(&opts.grpc_listen).await?;
@@ -128,6 +135,9 @@ pub async fn run(
         .tcp_nodelay(true)
         .initial_stream_window_size(Some(8 << 20))
         .initial_connection_window_size(Some(32 << 20))
+        .layer(tonic::service::InterceptorLayer::new(
+            crate::auth::RequireCredential::new(cluster_token),
+        ))
         .add_service(services::node_server(Arc::clone(&ctx)))
         .add_service(services::raft_server(Arc::clone(&ctx)))
         .add_service(services::admin_server(Arc::clone(&ctx)))

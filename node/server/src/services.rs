@@ -7,9 +7,9 @@ use crate::transport::MAX_RAFT_MESSAGE_BYTES;
 use prost::Message as _;
 use protobuf::Message as _;
 use shardhouse_common::proto::{
-    self, admin_client::AdminClient, write_response::Result as WriteResult, AdminReply,
-    ChangeReplicaRequest, CreateReplicaRequest, DatabaseInfo, DatabasesReply, DatabasesRequest,
-    Overloaded, Peer, QueryRequest, QueryResponse, RaftBatch, RaftDone, Rejected, ShardStatesReply,
+    self, write_response::Result as WriteResult, AdminReply, ChangeReplicaRequest,
+    CreateReplicaRequest, DatabaseInfo, DatabasesReply, DatabasesRequest, Overloaded, Peer,
+    QueryRequest, QueryResponse, RaftBatch, RaftDone, Rejected, ShardStatesReply,
     ShardStatesRequest, ShardUnavailable, SnapshotChunk, StorageRequest, TransferLeaderRequest,
     WriteManyRequest, WriteManyResponse, WriteRequest, WriteResponse,
 };
@@ -382,7 +382,9 @@ impl proto::admin_server::Admin for AdminService {
                 }
             }
             let created = async {
-                let mut client = AdminClient::connect(format!("http://{}", target.addr)).await?;
+                let mut client =
+                    crate::auth::peer_admin_client(self.ctx.cluster_token.as_ref(), &target.addr)
+                        .await?;
                 let reply = client
                     .create_replica(CreateReplicaRequest {
                         shard: req.shard,

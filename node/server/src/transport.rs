@@ -9,6 +9,7 @@ use crate::directory::PeerDirectory;
 use parking_lot::Mutex;
 use protobuf::Message as _;
 use raft::eraftpb::Message;
+use shardhouse_common::credential::{with_credential, ClusterToken};
 use shardhouse_common::proto::raft_client::RaftClient;
 use shardhouse_common::proto::{RaftBatch, RaftEnvelope};
 use shardhouse_wal::{NodeId, ShardId, Transport, Wal};
@@ -38,11 +39,17 @@ struct Inner {
     runtime: tokio::runtime::Handle,
     peers: Mutex<HashMap<NodeId, mpsc::Sender<Outbox>>>,
     wal: OnceLock<Weak<Wal>>,
+    /// Presented on every Raft stream (peers require it when configured).
+    cluster_token: Option<ClusterToken>,
 }
 
 impl GrpcTransport {
     /// Must be created inside a Tokio runtime: peer tasks run on it.
-    pub fn new(node_id: NodeId, directory: Arc<PeerDirectory>) -> Arc<GrpcTransport> {
+    pub fn new(
+        node_id: NodeId,
+        directory: Arc<PeerDirectory>,
+        cluster_token: Option<ClusterToken>,
+    ) -> Arc<GrpcTransport> {
         Arc::new(GrpcTransport {
             inner: Arc::new(Inner {
                 node_id,
@@ -50,6 +57,7 @@ impl GrpcTransport {
                 runtime: tokio::runtime::Handle::current(),
                 peers: Mutex::new(HashMap::new()),
                 wal: OnceLock::new(),
+                cluster_token,
             }),
         })
     }
@@ -166,6 +174,7 @@ async fn run_peer(inner: Arc<Inner>, to: NodeId, mut rx: mpsc::Receiver<Outbox>)
         backoff = Duration::from_millis(50);
 
         let (batch_tx, batch_rx) = mpsc::channel::<RaftBatch>(8);
+        let channel = with_credential(channel, inner.cluster_token.as_ref());
         let mut client = RaftClient::new(channel)
             .max_decoding_message_size(MAX_RAFT_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_RAFT_MESSAGE_BYTES);
