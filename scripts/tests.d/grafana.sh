@@ -13,7 +13,7 @@
 # against the data), the frames hold the router's answer to that query, and
 # the sample count equals the points written.
 # Skips, printing why, when the Grafana build was skipped (no Go, or the
-# module proxy refused the version). Cost: ~40 s with binaries built.
+# module proxy refused the version). Cost: ~40 s with the binaries built.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -32,35 +32,30 @@ for b in shardhouse-node shardhouse-router; do
   [ -x "$BIN/$b" ] || fail "$BIN/$b missing: build with cargo build --release --workspace --bins"
 done
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/shardhouse-grafana-test.XXXXXX")
-RUN_PID="" GRAFANA_PID=""
+GRAFANA_PID=""
+# shellcheck source=scripts/lib/cluster.sh
+source scripts/lib/cluster.sh
 cleanup() {
   if [ -n "$GRAFANA_PID" ]; then
     kill "$GRAFANA_PID" 2>/dev/null || true
     wait "$GRAFANA_PID" 2>/dev/null || true
   fi
-  if [ -n "$RUN_PID" ] && kill -0 "$RUN_PID" 2>/dev/null; then
-    kill -INT "$RUN_PID" 2>/dev/null || true
-    wait "$RUN_PID" 2>/dev/null || true
-  fi
+  [ -z "${SH_DATA:-}" ] || sh_stop_all
   rm -rf "$TMP"
 }
 trap cleanup EXIT
 
-# --- a local cluster (3 nodes, RF=3), as `make run` starts it
-export SHARDHOUSE_ROUTER_HTTP_PORT=$(free_port) SHARDHOUSE_ROUTER_GRPC_PORT=$(free_port)
-export SHARDHOUSE_ETCD_PORT=$(free_port) SHARDHOUSE_ETCD_PEER_PORT=$(free_port)
-export SHARDHOUSE_LOCAL_NODE_PORT_BASE=$((20000 + RANDOM % 20000))
-export SHARDHOUSE_DATA="$TMP/data" NODES=3 RF=3 SHARDS=4
-ROUTER="http://127.0.0.1:$SHARDHOUSE_ROUTER_HTTP_PORT"
-set -m
-scripts/run-local.sh >"$TMP/run.out" 2>&1 &
-RUN_PID=$!
-set +m
+# --- a local cluster (3 nodes, RF=3, free ports), as `make run` starts it
+sh_cluster_init "$TMP/data" 3
+sh_start_etcd
+sh_start_nodes 4 3
+sh_start_router
+sh_wait_writable || fail "the cluster does not take writes"
+ROUTER="http://$SH_ROUTER_HTTP"
 
 # --- Grafana, provisioned from deploy/grafana as the README tells users
-GRAFANA_PORT=$(free_port)
+GRAFANA_PORT=$(sh_free_port)
 GRAFANA="http://127.0.0.1:$GRAFANA_PORT"
 mkdir -p "$TMP/grafana"
 cat >"$TMP/grafana/custom.ini" <<INI
@@ -83,12 +78,6 @@ check_for_plugin_updates = false
 mode = file
 level = info
 INI
-deadline=$((SECONDS + 300))
-until grep -q '^Shardhouse is running' "$TMP/run.out"; do
-  kill -0 "$RUN_PID" 2>/dev/null || { cat "$TMP/run.out" >&2; fail "run-local.sh exited before the cluster was up"; }
-  ((SECONDS < deadline)) || { cat "$TMP/run.out" >&2; fail "cluster not up after 300 s"; }
-  sleep 0.5
-done
 SHARDHOUSE_URL=$ROUTER SHARDHOUSE_DASHBOARDS=$PWD/deploy/grafana/dashboards \
   "$GRAFANA_DIR/bin/grafana" server --homepath "$GRAFANA_DIR/home" \
   --config "$TMP/grafana/custom.ini" >"$TMP/grafana/out.log" 2>&1 &
