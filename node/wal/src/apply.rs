@@ -12,6 +12,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use raft::eraftpb::ConfState;
 use tokio::sync::oneshot;
 
+use crate::clock::{self, Clock};
 use crate::error::{Result, WalError};
 use crate::snapshot::GeneratedSnapshot;
 use crate::{
@@ -75,6 +76,10 @@ pub enum ApplyMsg {
         data: Bytes,
         done: Sender<Result<(), String>>,
     },
+    /// A manual clock moved: retry stalled entries that are due.
+    Tick,
+    /// Answered once everything sent before it is handled.
+    Barrier(Sender<()>),
     Shutdown,
 }
 
@@ -108,7 +113,7 @@ impl ApplyShard {
     }
 
     /// Applies the backlog in order until it is empty or an entry fails.
-    fn drain(&mut self, sm: &dyn StateMachine) {
+    fn drain(&mut self, sm: &dyn StateMachine, clock: &Clock) {
         let shard = self.handle.shard;
         while let Some(item) = self.backlog.pop_front() {
             if item.index <= self.applied {
@@ -125,7 +130,7 @@ impl ApplyShard {
                 match sm.apply(shard, item.index, data) {
                     Ok(o) => outcome = o,
                     Err(e) => {
-                        self.stall(item.index, e);
+                        self.stall(item.index, e, clock);
                         self.backlog.push_front(item);
                         return;
                     }
@@ -154,7 +159,7 @@ impl ApplyShard {
         }
     }
 
-    fn stall(&mut self, index: u64, error: String) {
+    fn stall(&mut self, index: u64, error: String, clock: &Clock) {
         let mut slot = self.handle.apply_stall.lock();
         let attempts = match slot.as_ref() {
             Some(st) if st.index == index => st.attempts + 1,
@@ -174,7 +179,7 @@ impl ApplyShard {
             error,
             attempts,
         });
-        self.retry_at = Some(Instant::now() + delay);
+        self.retry_at = Some(clock.now() + delay);
     }
 
     fn unstall(&mut self) {
@@ -199,30 +204,32 @@ impl ApplyShard {
     }
 }
 
-pub fn run(rx: Receiver<ApplyMsg>, sm: Arc<dyn StateMachine>) {
+pub fn run(rx: Receiver<ApplyMsg>, sm: Arc<dyn StateMachine>, clock: Clock) {
     let mut shards: HashMap<ShardId, ApplyShard> = HashMap::new();
     loop {
         let next_retry = shards.values().filter_map(|s| s.retry_at).min();
-        let msg = match next_retry {
-            None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
-            Some(at) => rx.recv_timeout(at.saturating_duration_since(Instant::now())),
-        };
-        match msg {
+        let limit = next_retry.and_then(|at| clock.wait_limit(at));
+        match clock::recv_until(&rx, limit) {
             Ok(ApplyMsg::Shutdown) | Err(RecvTimeoutError::Disconnected) => break,
-            Ok(msg) => handle_msg(&mut shards, &*sm, msg),
+            Ok(msg) => handle_msg(&mut shards, &*sm, &clock, msg),
             Err(RecvTimeoutError::Timeout) => {}
         }
-        let now = Instant::now();
+        let now = clock.now();
         for s in shards.values_mut() {
             if s.retry_at.is_some_and(|at| at <= now) {
-                s.drain(&*sm);
+                s.drain(&*sm, &clock);
                 s.handle.applied_notify.notify_waiters();
             }
         }
     }
 }
 
-fn handle_msg(shards: &mut HashMap<ShardId, ApplyShard>, sm: &dyn StateMachine, msg: ApplyMsg) {
+fn handle_msg(
+    shards: &mut HashMap<ShardId, ApplyShard>,
+    sm: &dyn StateMachine,
+    clock: &Clock,
+    msg: ApplyMsg,
+) {
     match msg {
         ApplyMsg::Register {
             handle,
@@ -256,7 +263,7 @@ fn handle_msg(shards: &mut HashMap<ShardId, ApplyShard>, sm: &dyn StateMachine, 
             };
             s.backlog.extend(items);
             if s.retry_at.is_none() {
-                s.drain(sm);
+                s.drain(sm, clock);
             }
             s.handle.applied_notify.notify_waiters();
         }
@@ -291,13 +298,16 @@ fn handle_msg(shards: &mut HashMap<ShardId, ApplyShard>, sm: &dyn StateMachine, 
                     s.conf_history.push_back((index, conf_state));
                     // The snapshot covers whatever was stuck at or below it.
                     s.unstall();
-                    s.drain(sm);
+                    s.drain(sm, clock);
                     s.handle.applied_notify.notify_waiters();
                 }
             }
             let _ = done.send(r);
         }
-        ApplyMsg::Shutdown => {}
+        ApplyMsg::Barrier(tx) => {
+            let _ = tx.send(());
+        }
+        ApplyMsg::Tick | ApplyMsg::Shutdown => {}
     }
 }
 

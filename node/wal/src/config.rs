@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::NodeId;
+use crate::{NodeId, TickSource};
 
 /// WAL settings. `Default` gives production values except `node_id`/`dir`.
 #[derive(Debug, Clone)]
@@ -48,6 +48,9 @@ pub struct WalConfig {
     /// waits. Keep it well above the SST demand (about a third of the WAL
     /// ingest rate) or memtables pile up until RocksDB stalls writes.
     pub sst_write_bytes_per_sec: u64,
+    /// Wall-clock ticks in production; [`TickSource::Manual`] lets a test
+    /// step time with [`Wal::tick`](crate::Wal::tick).
+    pub ticks: TickSource,
 }
 
 impl Default for WalConfig {
@@ -74,6 +77,7 @@ impl Default for WalConfig {
             write_buffer_bytes: 256 << 20,
             sst_bytes_per_sync: 1 << 20,
             sst_write_bytes_per_sec: 48 << 20,
+            ticks: TickSource::WallClock,
         }
     }
 }

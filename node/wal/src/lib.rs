@@ -9,6 +9,7 @@
 //! and snapshots.
 
 mod apply;
+mod clock;
 mod config;
 mod edges;
 mod error;
@@ -25,13 +26,14 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use parking_lot::{Mutex, RwLock};
 use raft::eraftpb::{ConfChange, ConfChangeType};
 use rocksdb::DB;
 use tokio::sync::oneshot;
 
+pub use clock::TickSource;
 pub use config::WalConfig;
 pub use edges::{ApplyOutcome, StateMachine, Transport};
 pub use error::{Result, WalError};
@@ -40,6 +42,7 @@ pub use raft::eraftpb;
 pub use status::{ApplyStall, Committed, Role, ShardStatus, WalStats};
 
 use apply::ApplyMsg;
+use clock::Clock;
 use poller::{Peer, PollMsg, Poller};
 use shared::{Inner, ShardHandle, StatsCounters};
 use storage::ShardStorage;
@@ -129,6 +132,7 @@ impl Wal {
             apply_txs,
             stats: StatsCounters::default(),
             lag_slots: (0..n_poll).map(|_| AtomicU64::new(0)).collect(),
+            clock: Clock::new(cfg.ticks),
         });
 
         // Recovery: every replica with a state record comes back.
@@ -175,10 +179,11 @@ impl Wal {
         let mut apply_threads = Vec::new();
         for (i, rx) in apply_rxs.into_iter().enumerate() {
             let sm = sm.clone();
+            let clock = inner.clock.clone();
             apply_threads.push(
                 std::thread::Builder::new()
                     .name(format!("wal-apply-{i}"))
-                    .spawn(move || apply::run(rx, sm))
+                    .spawn(move || apply::run(rx, sm, clock))
                     .map_err(|e| WalError::Unavailable(format!("spawn apply thread: {e}")))?,
             );
         }
@@ -295,7 +300,7 @@ impl Wal {
         let sent = self.inner.poll_txs[handle.poll_idx].send(PollMsg::Propose {
             handle: handle.clone(),
             data,
-            started: Instant::now(),
+            started: self.inner.clock.now(),
             tx,
         });
         if sent.is_err() {
@@ -429,6 +434,61 @@ impl Wal {
             synced_batches: self.inner.stats.synced_batches.load(Ordering::Relaxed),
             synced_entries: self.inner.stats.synced_entries.load(Ordering::Relaxed),
         }
+    }
+
+    /// With [`TickSource::Manual`]: moves this node's clock one
+    /// `tick_interval`, so every replica ticks once (elections, heartbeats)
+    /// and deadlines and apply retries that fell due fire.
+    pub fn tick(&self) -> Result<()> {
+        self.check_open()?;
+        if !self.inner.clock.advance(self.inner.cfg.tick_interval) {
+            return Err(WalError::InvalidArgument(
+                "this WAL ticks on the wall clock; open it with TickSource::Manual to tick by hand"
+                    .into(),
+            ));
+        }
+        for tx in &self.inner.poll_txs {
+            tx.send(PollMsg::Tick).map_err(|_| WalError::Shutdown)?;
+        }
+        for tx in &self.inner.apply_txs {
+            tx.send(ApplyMsg::Tick).map_err(|_| WalError::Shutdown)?;
+        }
+        Ok(())
+    }
+
+    /// Returns once this WAL handled everything handed to it before the
+    /// call: each poll thread ran its Ready rounds until none was pending
+    /// (their messages are with the transport), each apply thread applied
+    /// what was committed (a stalled entry excepted), and the poll threads
+    /// saw those applied indexes. Lets a test step the WAL deterministically.
+    pub fn barrier(&self) -> Result<()> {
+        self.check_open()?;
+        self.poll_barrier()?;
+        let mut waits = Vec::new();
+        for tx in &self.inner.apply_txs {
+            let (done, wait) = crossbeam_channel::bounded(1);
+            tx.send(ApplyMsg::Barrier(done))
+                .map_err(|_| WalError::Shutdown)?;
+            waits.push(wait);
+        }
+        for w in waits {
+            w.recv().map_err(|_| WalError::Shutdown)?;
+        }
+        self.poll_barrier()
+    }
+
+    fn poll_barrier(&self) -> Result<()> {
+        let mut waits = Vec::new();
+        for tx in &self.inner.poll_txs {
+            let (done, wait) = crossbeam_channel::bounded(1);
+            tx.send(PollMsg::Barrier(done))
+                .map_err(|_| WalError::Shutdown)?;
+            waits.push(wait);
+        }
+        for w in waits {
+            w.recv().map_err(|_| WalError::Shutdown)?;
+        }
+        Ok(())
     }
 
     pub fn node_id(&self) -> NodeId {

@@ -18,6 +18,7 @@ use rocksdb::DB;
 use tokio::sync::oneshot;
 
 use crate::apply::ApplyMsg;
+use crate::clock::{self, Clock};
 use crate::error::{Result, WalError};
 use crate::storage::ShardStorage;
 use crate::{Committed, Inner, NodeId, ShardHandle, ShardId};
@@ -64,6 +65,7 @@ pub struct Peer {
     next_read_ctx: u64,
     is_leader: bool,
     state_dirty: bool,
+    clock: Clock,
 }
 
 pub struct Poller {
@@ -74,6 +76,9 @@ pub struct Poller {
     peers: BTreeMap<ShardId, Peer>,
     out: HashMap<NodeId, Vec<(ShardId, Message)>>,
     snapshots_sent: Vec<(ShardId, NodeId)>,
+    /// Callers of [`PollMsg::Barrier`], answered after a round that left
+    /// no work pending.
+    barriers: Vec<Sender<()>>,
     logger: slog::Logger,
 }
 
@@ -93,23 +98,25 @@ impl Poller {
             peers: peers.into_iter().map(|p| (p.shard, p)).collect(),
             out: HashMap::new(),
             snapshots_sent: Vec::new(),
+            barriers: Vec::new(),
             logger: raft_logger(),
         }
     }
 
     pub fn run(mut self) {
         let cfg = self.inner.cfg.clone();
-        let mut next_tick = Instant::now() + cfg.tick_interval;
-        let mut next_compact = Instant::now() + cfg.compact_interval;
+        let clock = self.inner.clock.clone();
+        let mut next_tick = clock.now() + cfg.tick_interval;
+        let mut next_compact = clock.now() + cfg.compact_interval;
         let mut busy = false;
         'outer: loop {
             // Wait for work, at most until the next tick.
             let timeout = if busy {
-                Duration::ZERO
+                Some(Duration::ZERO)
             } else {
-                next_tick.saturating_duration_since(Instant::now())
+                clock.wait_limit(next_tick)
             };
-            let first = match self.rx.recv_timeout(timeout) {
+            let first = match clock::recv_until(&self.rx, timeout) {
                 Ok(m) => Some(m),
                 Err(RecvTimeoutError::Timeout) => None,
                 Err(RecvTimeoutError::Disconnected) => break,
@@ -130,7 +137,7 @@ impl Poller {
                 }
                 self.handle_msg(m);
             }
-            let now = Instant::now();
+            let now = clock.now();
             let ticked = now >= next_tick;
             if ticked {
                 next_tick = now + cfg.tick_interval;
@@ -144,6 +151,11 @@ impl Poller {
                 next_compact = now + cfg.compact_interval;
             }
             busy = self.round(compact, ticked);
+            if !busy {
+                for tx in self.barriers.drain(..) {
+                    let _ = tx.send(());
+                }
+            }
         }
         for p in self.peers.values_mut() {
             p.fail_waiters(|| WalError::Shutdown);

@@ -9,6 +9,7 @@ use crossbeam_channel::Sender;
 use parking_lot::{Mutex, RwLock};
 
 use crate::apply::ApplyMsg;
+use crate::clock::Clock;
 use crate::poller::PollMsg;
 use crate::snapshot::SnapSlot;
 use crate::{ApplyStall, ShardId, ShardStatus, StateMachine, Transport, WalConfig};
@@ -64,6 +65,8 @@ pub(crate) struct Inner {
     pub(crate) apply_txs: Vec<Sender<ApplyMsg>>,
     pub(crate) stats: StatsCounters,
     pub(crate) lag_slots: Vec<AtomicU64>,
+    /// Wall clock, or the manual one [`Wal::tick`](crate::Wal::tick) moves.
+    pub(crate) clock: Clock,
 }
 
 impl Inner {

@@ -54,6 +54,11 @@ pub enum PollMsg {
         shard: ShardId,
         tx: Sender<Result<()>>,
     },
+    /// A manual clock moved: wakes the thread to tick.
+    Tick,
+    /// Answered once everything sent before it is handled and a round left
+    /// no work pending (its messages are with the transport).
+    Barrier(Sender<()>),
     Shutdown,
 }
 
@@ -148,7 +153,7 @@ impl Poller {
                 p.conf_waiters.push(ConfWaiter {
                     index,
                     term,
-                    started: Instant::now(),
+                    started: self.inner.clock.now(),
                     tx,
                 });
             }
@@ -167,7 +172,8 @@ impl Poller {
                 }
                 p.node.transfer_leader(to);
                 let cfg = &self.inner.cfg;
-                let deadline = Instant::now() + cfg.tick_interval * (cfg.election_ticks as u32 * 3);
+                let deadline =
+                    self.inner.clock.now() + cfg.tick_interval * (cfg.election_ticks as u32 * 3);
                 if let Some(old) = p.transfer.replace(TransferWaiter { to, deadline, tx }) {
                     let _ = old.tx.send(Err(WalError::Unavailable(
                         "superseded by a newer leader transfer".into(),
@@ -194,7 +200,8 @@ impl Poller {
                 let ctx = p.next_read_ctx.to_be_bytes().to_vec();
                 p.node.read_index(ctx.clone());
                 let cfg = &self.inner.cfg;
-                let deadline = Instant::now() + cfg.tick_interval * (cfg.election_ticks as u32 * 2);
+                let deadline =
+                    self.inner.clock.now() + cfg.tick_interval * (cfg.election_ticks as u32 * 2);
                 p.reads.push_back(ReadWaiter { ctx, deadline, tx });
             }
             PollMsg::Create { shard, voters, tx } => {
@@ -208,13 +215,14 @@ impl Poller {
             PollMsg::Destroy { shard, tx } => {
                 let _ = tx.send(self.destroy_peer(shard));
             }
-            PollMsg::Shutdown => {}
+            PollMsg::Barrier(tx) => self.barriers.push(tx),
+            PollMsg::Tick | PollMsg::Shutdown => {}
         }
     }
 
     pub(super) fn check_timeouts(&mut self) {
         let timeout = self.inner.cfg.propose_timeout;
-        let now = Instant::now();
+        let now = self.inner.clock.now();
         for p in self.peers.values_mut() {
             while p
                 .proposals

@@ -79,6 +79,7 @@ impl Peer {
             next_read_ctx: 0,
             is_leader: false,
             state_dirty: false,
+            clock: inner.clock.clone(),
         })
     }
 

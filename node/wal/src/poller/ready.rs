@@ -41,7 +41,7 @@ impl Peer {
             while self.proposals.front().is_some_and(|p| p.index <= e.index) {
                 let p = self.proposals.pop_front().expect("front exists");
                 if p.index == e.index && p.term == e.term {
-                    let elapsed = p.started.elapsed();
+                    let elapsed = self.clock.since(p.started);
                     metrics::COMMIT_SECONDS.observe(elapsed.as_secs_f64());
                     let prev = self.handle.commit_micros.load(Ordering::Relaxed);
                     self.handle.commit_micros.store(

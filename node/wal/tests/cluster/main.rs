@@ -1,245 +1,47 @@
-//! Deterministic in-process multi-node harness: several real `Wal`s (each
-//! with its own RocksDB directory) connected by an in-memory transport with
-//! partition and drop filters, and an in-memory state machine that records
-//! every applied entry and flags duplicates or reordering.
+//! Deterministic in-process multi-node harness: several real `Wal`s, each
+//! with its own RocksDB directory, on manual clocks, connected by a
+//! step-driven in-memory network ([`net::Net`]), applying to an in-memory
+//! state machine that flags duplicates or reordering ([`sm::MemSm`]).
+//!
+//! Nothing here waits on the wall clock. The test moves the cluster: a
+//! *settle* delivers queued messages and waits ([`Wal::barrier`]) until
+//! every node handled them, until no message is left in flight; a *tick*
+//! moves every running node's clock by one `tick_interval` and settles.
+//! Conditions are awaited for at most [`MAX_TICKS`] ticks, so a test that
+//! cannot reach its state fails at once instead of after a wall-clock wait.
 
-use std::collections::{HashMap, HashSet};
+mod net;
+mod sm;
+
+use std::collections::HashMap;
+use std::future::Future;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::task::{Context as TaskContext, Poll, Waker};
+use std::time::Duration;
 
 use anyhow::{bail, Context};
-use parking_lot::Mutex;
 use shardhouse_wal::eraftpb::Message;
 use shardhouse_wal::{
-    ApplyOutcome, Committed, NodeId, Role, ShardId, ShardStatus, StateMachine, Transport, Wal,
-    WalConfig, WalError,
+    Committed, NodeId, Role, ShardId, ShardStatus, StateMachine, TickSource, Wal, WalConfig,
+    WalError,
 };
 
-// ---------------------------------------------------------------- network
+use net::Net;
+use sm::{MemSm, REJECT};
 
-#[derive(Default)]
-struct Net {
-    nodes: Mutex<HashMap<NodeId, Arc<Wal>>>,
-    /// Directed links that drop everything.
-    blocked: Mutex<HashSet<(NodeId, NodeId)>>,
-    /// Drop every n-th message (0 = none); a counter keeps it deterministic.
-    drop_every: AtomicU64,
-    sent: AtomicU64,
-}
-
-impl Net {
-    fn isolate(&self, node: NodeId, all: &[NodeId]) {
-        let mut b = self.blocked.lock();
-        for &o in all {
-            if o != node {
-                b.insert((node, o));
-                b.insert((o, node));
-            }
-        }
-    }
-    fn heal(&self) {
-        self.blocked.lock().clear();
-    }
-}
-
-struct NetTransport {
-    from: NodeId,
-    net: Arc<Net>,
-}
-
-impl Transport for NetTransport {
-    fn send(&self, to: NodeId, msgs: Vec<(ShardId, Message)>) {
-        if self.net.blocked.lock().contains(&(self.from, to)) {
-            return;
-        }
-        let Some(w) = self.net.nodes.lock().get(&to).cloned() else {
-            return;
-        };
-        let every = self.net.drop_every.load(Ordering::Relaxed);
-        for (shard, m) in msgs {
-            let n = self.net.sent.fetch_add(1, Ordering::Relaxed) + 1;
-            if every > 0 && n.is_multiple_of(every) {
-                continue;
-            }
-            let _ = w.step(shard, m);
-        }
-    }
-}
-
-// ---------------------------------------------------------- state machine
-
-#[derive(Default)]
-struct ShardData {
-    entries: Vec<(u64, Vec<u8>)>,
-    flushed: u64,
-    restores: u64,
-}
-
-/// Records applied entries per shard. "Durable" state is what was flushed:
-/// `durable_copy` simulates a restart that loses unflushed entries.
-#[derive(Default)]
-struct MemSm {
-    shards: Mutex<HashMap<ShardId, ShardData>>,
-    violations: Mutex<Vec<String>>,
-    /// While set, applying this (shard, index) fails (an engine outage).
-    fail_at: Mutex<Option<(ShardId, u64)>>,
-    /// Failed apply attempts so far.
-    failures: AtomicU64,
-}
-
-/// Payloads starting with this are rejected on apply (a decision every
-/// replica takes alike, as the engine does for a field type conflict).
-const REJECT: &[u8] = b"reject:";
-
-fn encode(entries: &[(u64, Vec<u8>)]) -> Vec<u8> {
-    let mut v = Vec::new();
-    for (i, d) in entries {
-        v.extend_from_slice(&i.to_le_bytes());
-        v.extend_from_slice(&(d.len() as u32).to_le_bytes());
-        v.extend_from_slice(d);
-    }
-    v
-}
-
-fn decode(mut b: &[u8]) -> Vec<(u64, Vec<u8>)> {
-    let mut out = Vec::new();
-    while !b.is_empty() {
-        let i = u64::from_le_bytes(b[..8].try_into().unwrap());
-        let n = u32::from_le_bytes(b[8..12].try_into().unwrap()) as usize;
-        out.push((i, b[12..12 + n].to_vec()));
-        b = &b[12 + n..];
-    }
-    out
-}
-
-impl MemSm {
-    fn entries(&self, shard: ShardId) -> Vec<(u64, Vec<u8>)> {
-        self.shards
-            .lock()
-            .get(&shard)
-            .map(|s| s.entries.clone())
-            .unwrap_or_default()
-    }
-    fn payloads(&self, shard: ShardId) -> Vec<Vec<u8>> {
-        self.entries(shard).into_iter().map(|(_, d)| d).collect()
-    }
-    /// Marks everything applied so far as durable.
-    fn flush(&self, shard: ShardId) {
-        let mut g = self.shards.lock();
-        let s = g.entry(shard).or_default();
-        s.flushed = s.entries.last().map_or(s.flushed, |e| e.0);
-    }
-    fn flush_to(&self, shard: ShardId, index: u64) {
-        self.shards.lock().entry(shard).or_default().flushed = index;
-    }
-    fn restores(&self, shard: ShardId) -> u64 {
-        self.shards.lock().get(&shard).map_or(0, |s| s.restores)
-    }
-    fn durable_copy(&self) -> MemSm {
-        let g = self.shards.lock();
-        let shards = g
-            .iter()
-            .map(|(k, s)| {
-                (
-                    *k,
-                    ShardData {
-                        entries: s
-                            .entries
-                            .iter()
-                            .filter(|e| e.0 <= s.flushed)
-                            .cloned()
-                            .collect(),
-                        flushed: s.flushed,
-                        restores: 0,
-                    },
-                )
-            })
-            .collect();
-        MemSm {
-            shards: Mutex::new(shards),
-            ..MemSm::default()
-        }
-    }
-    fn check(&self) -> anyhow::Result<()> {
-        let v = self.violations.lock();
-        if !v.is_empty() {
-            bail!("state machine violations: {:?}", *v);
-        }
-        Ok(())
-    }
-}
-
-impl StateMachine for MemSm {
-    fn apply(
-        &self,
-        shard: ShardId,
-        index: u64,
-        data: &bytes::Bytes,
-    ) -> Result<ApplyOutcome, String> {
-        if *self.fail_at.lock() == Some((shard, index)) {
-            self.failures.fetch_add(1, Ordering::Relaxed);
-            return Err(format!("injected failure at {index}"));
-        }
-        let mut g = self.shards.lock();
-        let s = g.entry(shard).or_default();
-        if let Some(last) = s.entries.last() {
-            if index <= last.0 {
-                self.violations.lock().push(format!(
-                    "shard {shard}: index {index} applied after {}",
-                    last.0
-                ));
-            }
-        }
-        if index <= s.flushed {
-            self.violations.lock().push(format!(
-                "shard {shard}: index {index} applied at or below flushed {}",
-                s.flushed
-            ));
-        }
-        if data.starts_with(REJECT) {
-            return Ok(ApplyOutcome::Rejected("payload asks for it".into()));
-        }
-        s.entries.push((index, data.to_vec()));
-        Ok(ApplyOutcome::Applied)
-    }
-    fn flushed_index(&self, shard: ShardId) -> u64 {
-        self.shards.lock().get(&shard).map_or(0, |s| s.flushed)
-    }
-    fn snapshot(&self, shard: ShardId) -> Result<(u64, Vec<u8>), String> {
-        let mut g = self.shards.lock();
-        let s = g.entry(shard).or_default();
-        // Like the engine: flush, then export everything.
-        s.flushed = s.entries.last().map_or(s.flushed, |e| e.0);
-        Ok((s.flushed, encode(&s.entries)))
-    }
-    fn restore(&self, shard: ShardId, index: u64, data: &[u8]) -> Result<(), String> {
-        let mut g = self.shards.lock();
-        let s = g.entry(shard).or_default();
-        s.entries = decode(data);
-        s.flushed = index;
-        s.restores += 1;
-        Ok(())
-    }
-}
-
-// ---------------------------------------------------------------- cluster
-
-struct Cluster {
-    net: Arc<Net>,
-    ids: Vec<NodeId>,
-    dirs: HashMap<NodeId, PathBuf>,
-    wals: HashMap<NodeId, Arc<Wal>>,
-    sms: HashMap<NodeId, Arc<MemSm>>,
-    _tmp: tempfile::TempDir,
-    tweak: fn(&mut WalConfig),
-}
+/// The most ticks a test waits for a condition: 20 election timeouts.
+const MAX_TICKS: u64 = 200;
 
 fn test_config(node_id: NodeId, dir: PathBuf) -> WalConfig {
     WalConfig {
         node_id,
         dir,
+        ticks: TickSource::Manual,
+        // With a manual clock the interval only scales the deadlines below:
+        // compaction every 4 ticks, proposals time out after 100.
         tick_interval: Duration::from_millis(50),
         election_ticks: 10,
         heartbeat_ticks: 2,
@@ -252,17 +54,47 @@ fn test_config(node_id: NodeId, dir: PathBuf) -> WalConfig {
     }
 }
 
-const WAIT: Duration = Duration::from_secs(40);
+/// A request to a WAL, polled by hand: the WAL answers it from its own
+/// threads, so no runtime has to drive it, and the test can tell whether
+/// it was answered after each step.
+struct InFlight<'a, T> {
+    fut: Pin<Box<dyn Future<Output = T> + 'a>>,
+    out: Option<T>,
+    rt: tokio::runtime::Handle,
+}
 
-async fn wait_for<F: FnMut() -> bool>(what: &str, mut f: F) -> anyhow::Result<()> {
-    let deadline = Instant::now() + WAIT;
-    while Instant::now() < deadline {
-        if f() {
-            return Ok(());
+impl<T> InFlight<'_, T> {
+    /// True once answered. The first poll hands the request to the WAL.
+    fn poll(&mut self) -> bool {
+        if self.out.is_none() {
+            // The WAL's futures bound their waits with tokio timers, which
+            // need a runtime to exist (never to run: nothing awaits them).
+            let _rt = self.rt.enter();
+            let mut cx = TaskContext::from_waker(Waker::noop());
+            if let Poll::Ready(v) = self.fut.as_mut().poll(&mut cx) {
+                self.out = Some(v);
+            }
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        self.out.is_some()
     }
-    bail!("timed out after {WAIT:?} waiting for {what}")
+
+    fn answer(mut self) -> Option<T> {
+        self.poll();
+        self.out
+    }
+}
+
+struct Cluster {
+    net: Arc<Net>,
+    ids: Vec<NodeId>,
+    dirs: HashMap<NodeId, PathBuf>,
+    wals: HashMap<NodeId, Arc<Wal>>,
+    sms: HashMap<NodeId, Arc<MemSm>>,
+    rt: tokio::runtime::Runtime,
+    /// Ticks since the cluster started.
+    ticks: AtomicU64,
+    _tmp: tempfile::TempDir,
+    tweak: fn(&mut WalConfig),
 }
 
 impl Cluster {
@@ -271,14 +103,18 @@ impl Cluster {
     }
 
     fn with(n: u64, tweak: fn(&mut WalConfig)) -> anyhow::Result<Cluster> {
-        let tmp = tempfile::tempdir()?;
+        let ids: Vec<NodeId> = (1..=n).collect();
         let mut c = Cluster {
-            net: Arc::new(Net::default()),
-            ids: (1..=n).collect(),
+            net: Arc::new(Net::new(ids.clone(), 0x5eed)),
+            ids,
             dirs: HashMap::new(),
             wals: HashMap::new(),
             sms: HashMap::new(),
-            _tmp: tmp,
+            rt: tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .build()?,
+            ticks: AtomicU64::new(0),
+            _tmp: tempfile::tempdir()?,
             tweak,
         };
         for id in c.ids.clone() {
@@ -292,23 +128,84 @@ impl Cluster {
     fn start(&mut self, id: NodeId, sm: Arc<MemSm>) -> anyhow::Result<()> {
         let mut cfg = test_config(id, self.dirs[&id].clone());
         (self.tweak)(&mut cfg);
-        let transport = Arc::new(NetTransport {
-            from: id,
-            net: self.net.clone(),
-        });
-        let wal = Wal::open(cfg, transport, sm.clone()).context("open wal")?;
-        self.net.nodes.lock().insert(id, wal.clone());
+        let wal = Wal::open(cfg, self.net.port(id), sm.clone()).context("open wal")?;
+        self.net.attach(id, wal.clone());
         self.wals.insert(id, wal);
         self.sms.insert(id, sm);
         Ok(())
     }
 
     fn stop(&mut self, id: NodeId) {
-        let w = self.net.nodes.lock().remove(&id);
-        drop(w);
+        self.net.detach(id);
         if let Some(w) = self.wals.remove(&id) {
             w.shutdown();
         }
+    }
+
+    /// Running nodes in id order.
+    fn running(&self) -> Vec<&Arc<Wal>> {
+        let mut v: Vec<_> = self.wals.iter().collect();
+        v.sort_by_key(|(id, _)| **id);
+        v.into_iter().map(|(_, w)| w).collect()
+    }
+
+    /// Delivers messages until none is in flight and every node handled
+    /// all it was given.
+    fn settle(&self) {
+        for _ in 0..100_000 {
+            for w in self.running() {
+                w.barrier().expect("barrier on a running WAL");
+            }
+            if self.net.deliver() == 0 {
+                return;
+            }
+        }
+        panic!("the network never went quiet");
+    }
+
+    /// One tick of every running node, then settle.
+    fn tick(&self) {
+        self.settle();
+        for w in self.running() {
+            w.tick().expect("manual tick");
+        }
+        self.settle();
+        self.ticks.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn ticks(&self) -> u64 {
+        self.ticks.load(Ordering::Relaxed)
+    }
+
+    /// Ticks until `cond` holds, at most [`MAX_TICKS`] times; returns the
+    /// ticks it took.
+    fn until(&self, what: &str, mut cond: impl FnMut(&Cluster) -> bool) -> anyhow::Result<u64> {
+        self.settle();
+        for t in 0..=MAX_TICKS {
+            if cond(self) {
+                return Ok(t);
+            }
+            self.tick();
+        }
+        bail!("not reached within {MAX_TICKS} ticks: {what}")
+    }
+
+    /// Hands a request to its WAL (without waiting for the answer).
+    fn start_request<'a, T>(&self, fut: impl Future<Output = T> + 'a) -> InFlight<'a, T> {
+        let mut call = InFlight {
+            fut: Box::pin(fut),
+            out: None,
+            rt: self.rt.handle().clone(),
+        };
+        call.poll();
+        call
+    }
+
+    /// Runs a request to its answer, ticking at most [`MAX_TICKS`] times.
+    fn run<T>(&self, what: &str, fut: impl Future<Output = T>) -> anyhow::Result<T> {
+        let mut call = self.start_request(fut);
+        self.until(what, |_| call.poll())?;
+        Ok(call.answer().expect("answered"))
     }
 
     fn bootstrap(&self, shard: ShardId, on: &[NodeId]) -> anyhow::Result<()> {
@@ -336,46 +233,42 @@ impl Cluster {
             .collect()
     }
 
-    /// Waits until exactly one of `among` leads `shard` and returns it.
-    async fn leader(&self, shard: ShardId, among: &[NodeId]) -> anyhow::Result<NodeId> {
-        let mut found = 0;
-        wait_for("a single leader", || {
-            let l = self.leaders(shard, among);
-            if l.len() == 1 {
-                found = l[0].0;
-                true
-            } else {
-                false
-            }
-        })
-        .await?;
-        Ok(found)
+    /// Ticks until exactly one of `among` leads `shard` and returns it.
+    fn leader(&self, shard: ShardId, among: &[NodeId]) -> anyhow::Result<NodeId> {
+        self.until(&format!("a single leader of shard {shard}"), |c| {
+            c.leaders(shard, among).len() == 1
+        })?;
+        Ok(self.leaders(shard, among)[0].0)
     }
 
     /// Proposes on whichever replica leads, retrying on leader changes.
-    async fn propose(
+    fn propose(
         &self,
         shard: ShardId,
         data: Vec<u8>,
         among: &[NodeId],
     ) -> anyhow::Result<Committed> {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            let l = self.leader(shard, among).await?;
-            match self.wals[&l].propose(shard, data.clone()).await {
+        let mut last = None;
+        for _ in 0..20 {
+            let l = self.leader(shard, among)?;
+            match self.run(
+                "a proposal's answer",
+                self.wals[&l].propose(shard, data.clone()),
+            )? {
                 Ok(c) => return Ok(c),
                 Err(e @ (WalError::NotLeader { .. } | WalError::Unavailable(_))) => {
-                    if Instant::now() > deadline {
-                        bail!("propose kept failing: {e}");
-                    }
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    last = Some(e);
+                    self.tick();
                 }
                 Err(e) => bail!("propose failed: {e}"),
             }
         }
+        bail!("propose kept failing: {last:?}")
     }
 
-    async fn wait_applied(
+    /// Ticks until each of `nodes` applied `expected.len()` entries of
+    /// `shard`, then checks they are `expected`, each applied once in order.
+    fn wait_applied(
         &self,
         shard: ShardId,
         nodes: &[NodeId],
@@ -383,11 +276,10 @@ impl Cluster {
     ) -> anyhow::Result<()> {
         for id in nodes {
             let sm = self.sms[id].clone();
-            wait_for(
+            self.until(
                 &format!("node {id} to apply {} entries", expected.len()),
-                || sm.payloads(shard).len() >= expected.len(),
-            )
-            .await?;
+                |_| sm.payloads(shard).len() >= expected.len(),
+            )?;
             let got = sm.payloads(shard);
             if got != expected {
                 bail!(
@@ -421,3 +313,5 @@ fn payload(tag: &str, i: usize) -> Vec<u8> {
 mod apply_outcomes;
 mod log_and_restarts;
 mod membership;
+mod network_faults;
+mod wall_clock;
