@@ -9,6 +9,7 @@ pub mod series;
 pub mod shard;
 pub mod shard_map;
 pub mod sql_check;
+pub mod status;
 pub mod wire;
 
 /// Generated gRPC types for the node API (`proto/shardhouse/node.proto`).
