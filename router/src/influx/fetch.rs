@@ -47,6 +47,12 @@ pub fn value_at(col: &ArrayRef, row: usize) -> Value {
                 .value(row) as f64,
         ),
         DataType::Int64 => Value::Int(col.as_primitive::<Int64Type>().value(row)),
+        DataType::Int8
+        | DataType::Int16
+        | DataType::Int32
+        | DataType::UInt8
+        | DataType::UInt16
+        | DataType::UInt32 => narrow_int(col, row),
         DataType::UInt64 => Value::UInt(col.as_primitive::<UInt64Type>().value(row)),
         DataType::Boolean => Value::Bool(col.as_boolean().value(row)),
         DataType::Utf8 => Value::String(col.as_string::<i32>().value(row).to_owned()),
@@ -59,6 +65,21 @@ pub fn value_at(col: &ArrayRef, row: usize) -> Value {
         }
         _ => Value::Null,
     }
+}
+
+/// Arithmetic with literals comes back in ClickHouse's narrowest integer
+/// type (`i % 3` is an Int8): each is InfluxDB's int64.
+fn narrow_int(col: &ArrayRef, row: usize) -> Value {
+    use arrow_array::types::{Int16Type, Int32Type, Int8Type, UInt16Type, UInt32Type, UInt8Type};
+    Value::Int(match col.data_type() {
+        DataType::Int8 => col.as_primitive::<Int8Type>().value(row).into(),
+        DataType::Int16 => col.as_primitive::<Int16Type>().value(row).into(),
+        DataType::Int32 => col.as_primitive::<Int32Type>().value(row).into(),
+        DataType::UInt8 => col.as_primitive::<UInt8Type>().value(row).into(),
+        DataType::UInt16 => col.as_primitive::<UInt16Type>().value(row).into(),
+        DataType::UInt32 => col.as_primitive::<UInt32Type>().value(row).into(),
+        _ => return Value::Null,
+    })
 }
 
 /// A text column's value (strings come back as Utf8 or Binary).

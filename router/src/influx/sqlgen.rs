@@ -184,6 +184,10 @@ pub fn condition_sql(expr: &Expr, resolve: &dyn Fn(&VarRef) -> Ref) -> Result<St
             let l = condition_sql(lhs, resolve)?;
             let r = condition_sql(rhs, resolve)?;
             let sym = match op {
+                // InfluxDB: x / 0 and x % 0 are 0 (ClickHouse: inf, and an
+                // error for integers).
+                BinaryOp::Div => return Ok(format!("if({r} = 0, 0, {l} / {r})")),
+                BinaryOp::Mod => return Ok(format!("if({r} = 0, 0, {l} % if({r} = 0, 1, {r}))")),
                 BinaryOp::Eq => "=",
                 BinaryOp::NotEq => "!=",
                 BinaryOp::And => "AND",
