@@ -576,6 +576,29 @@ impl Cluster {
         self.read_all(database, sql, true, deadline).await
     }
 
+    /// The field catalog of `database` (of `table` only, if given) on one
+    /// replica of every shard: Arrow rows (table, name, type) as
+    /// `system.columns` gives them, answered without an engine statement.
+    pub async fn catalog_all(
+        &self,
+        database: &str,
+        table: Option<&str>,
+        deadline: Instant,
+    ) -> Result<Vec<(u32, Vec<u8>)>> {
+        let map = self.shard_map()?;
+        let futs = (0..map.shard_count).map(|shard| async move {
+            let req = QueryRequest {
+                shard,
+                database: database.to_owned(),
+                catalog: true,
+                catalog_table: table.unwrap_or_default().to_owned(),
+                ..Default::default()
+            };
+            Ok((shard, self.on_a_replica(req, deadline).await?))
+        });
+        futures::future::join_all(futs).await.into_iter().collect()
+    }
+
     async fn read_all(
         &self,
         database: &str,
@@ -625,6 +648,20 @@ impl Cluster {
         planned: bool,
         deadline: Instant,
     ) -> Result<Vec<u8>> {
+        let req = QueryRequest {
+            shard,
+            sql: sql.to_owned(),
+            database: database.to_owned(),
+            planned,
+            ..Default::default()
+        };
+        self.on_a_replica(req, deadline).await
+    }
+
+    /// Sends `req` to one replica of its shard (leader first, the others on
+    /// failure) and returns the Arrow IPC answer.
+    async fn on_a_replica(&self, req: QueryRequest, deadline: Instant) -> Result<Vec<u8>> {
+        let shard = req.shard;
         let map = self.shard_map()?;
         let mut target = self.first_target(&map, shard)?;
         let tries = map.shard(shard).map_or(1, |p| p.replicas.len().max(1));
@@ -634,14 +671,9 @@ impl Cluster {
             if now >= deadline {
                 break;
             }
-            let mut req = tonic::Request::new(QueryRequest {
-                shard,
-                sql: sql.to_owned(),
-                database: database.to_owned(),
-                planned,
-            });
-            req.set_timeout(deadline - now);
-            match self.node_client(&target.1)?.query(req).await {
+            let mut call = tonic::Request::new(req.clone());
+            call.set_timeout(deadline - now);
+            match self.node_client(&target.1)?.query(call).await {
                 Ok(r) => return Ok(r.into_inner().result_ipc),
                 // A shard that has not received a point of this
                 // measurement yet has no database or table: it

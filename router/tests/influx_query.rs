@@ -458,6 +458,22 @@ async fn influxql_answers_equal_one_place_evaluation() -> Result<()> {
         r.status().as_u16() == 400 && r.text().await?.contains("missing required parameter"),
         "no q"
     );
+    // A database nobody holds: InfluxDB's words, which clients match on;
+    // an existing database without the measurement answers no series.
+    for q in [
+        "SELECT usage FROM nodb..cpu",
+        "SHOW MEASUREMENTS ON nodb",
+        "SHOW TAG KEYS ON nodb",
+        "SHOW FIELD KEYS ON nodb",
+    ] {
+        let (status, body) = s.query_raw(q, &[]).await?;
+        ensure!(
+            status == 200 && body.contains("database not found: nodb"),
+            "{q}: {status} {body}"
+        );
+    }
+    let r = s.query("SELECT usage FROM nosuchmeasurement").await?;
+    ensure!(r.get("series").is_none(), "{r}");
 
     // 8. Chunked: one JSON document per line, all but the last partial.
     let (status, body) = s

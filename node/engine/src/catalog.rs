@@ -91,6 +91,33 @@ impl ShardCatalog {
             .or_insert(t);
     }
 
+    /// The decided fields of `database`'s user tables (those not starting
+    /// with `_`), or of one `table`: (table, field, type), sorted.
+    pub fn fields_of(
+        &self,
+        database: &str,
+        table: Option<&str>,
+    ) -> Vec<(String, String, FieldType)> {
+        let mut out: Vec<(String, String, FieldType)> = self
+            .tables
+            .iter()
+            .filter(|(id, _)| {
+                id.database == database
+                    && match table {
+                        Some(t) => id.table == t,
+                        None => !id.table.starts_with('_'),
+                    }
+            })
+            .flat_map(|(id, fields)| {
+                fields
+                    .iter()
+                    .map(|(f, t)| (id.table.clone(), f.clone(), *t))
+            })
+            .collect();
+        out.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+        out
+    }
+
     /// Forgets everything (the shard's data was replaced or dropped).
     pub fn clear(&mut self) {
         self.tables.clear();
@@ -106,6 +133,28 @@ impl ShardCatalog {
 mod tests {
     use super::*;
     use FieldType::{Bool, Float64, Int64};
+
+    #[test]
+    fn fields_of_lists_one_database_user_tables_sorted() {
+        let mut c = ShardCatalog::default();
+        c.insert(&TableId::new("db", "mem"), "used", Int64);
+        c.insert(&TableId::new("db", "cpu"), "usage", Float64);
+        c.insert(&TableId::new("db", "cpu"), "idle", Float64);
+        c.insert(&TableId::new("db", "_samples"), "value", Float64);
+        c.insert(&TableId::new("other", "cpu"), "up", Bool);
+        let all = c.fields_of("db", None);
+        assert_eq!(
+            all,
+            vec![
+                ("cpu".into(), "idle".into(), Float64),
+                ("cpu".into(), "usage".into(), Float64),
+                ("mem".into(), "used".into(), Int64),
+            ]
+        );
+        assert_eq!(c.fields_of("db", Some("mem")).len(), 1);
+        assert!(c.fields_of("db", Some("disk")).is_empty());
+        assert!(c.fields_of("nodb", None).is_empty());
+    }
 
     fn f(n: &str, t: FieldType) -> (String, FieldType) {
         (n.to_string(), t)

@@ -2,8 +2,10 @@
 //! of the shard's data (read_guard.rs), times in UTC.
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
-use arrow_array::RecordBatch;
+use arrow_array::{ArrayRef, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema};
 
 use crate::columns::strings;
 use crate::engine::Engine;
@@ -52,10 +54,47 @@ impl Engine {
     /// own parse, which costs two engine round trips per statement; the
     /// connection is `readonly` either way.
     pub fn query_planned(&self, shard: u32, database: &str, sql: &str) -> Result<Vec<RecordBatch>> {
-        let checked = shardhouse_common::sql_check::check_select(sql)
-            .map_err(EngineError::QueryRefused)?;
+        let checked =
+            shardhouse_common::sql_check::check_select(sql).map_err(EngineError::QueryRefused)?;
         let mut conn = self.inner.readers.get();
         self.read(&mut conn, shard, database, &checked)
+    }
+
+    /// The fields of `database` (of one `table`, or of every user table) on
+    /// this shard, from the shard's catalog: the rows `system.columns` would
+    /// give (table, name, stored type), without an engine statement and
+    /// without flushing, because the catalog is decided when an entry is
+    /// applied. A shard without the database answers no rows.
+    pub fn catalog_fields(
+        &self,
+        shard: u32,
+        database: &str,
+        table: Option<&str>,
+    ) -> Result<Vec<RecordBatch>> {
+        // Applied rows count even before their first flush creates the
+        // tables, as they do for reads.
+        let fields = match self.inner.shards.read().get(&shard) {
+            Some(st) => st.catalog.read().fields_of(database, table),
+            None => Vec::new(),
+        };
+        let column = |f: &dyn Fn(&(String, String, crate::layout::FieldType)) -> &str| {
+            Arc::new(StringArray::from_iter_values(fields.iter().map(f))) as ArrayRef
+        };
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("table", DataType::Utf8, false),
+            Field::new("name", DataType::Utf8, false),
+            Field::new("type", DataType::Utf8, false),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema,
+            vec![
+                column(&|r| r.0.as_str()),
+                column(&|r| r.1.as_str()),
+                column(&|r| r.2.clickhouse()),
+            ],
+        )
+        .map_err(|e| EngineError::InvalidQuery(format!("catalog answer: {e}")))?;
+        Ok(vec![batch])
     }
 
     /// Flushes what `sql` reads, refuses failing tables, then runs `sql`

@@ -202,7 +202,10 @@ impl proto::node_server::Node for NodeService {
             .map_err(|e| Status::unavailable(e.to_string()))?;
         let engine = Arc::clone(&self.ctx.engine);
         let batches = tokio::task::spawn_blocking(move || {
-            if req.planned {
+            if req.catalog {
+                let table = Some(req.catalog_table.as_str()).filter(|t| !t.is_empty());
+                engine.catalog_fields(req.shard, &req.database, table)
+            } else if req.planned {
                 engine.query_planned(req.shard, &req.database, &req.sql)
             } else {
                 engine.query(req.shard, &req.database, &req.sql)

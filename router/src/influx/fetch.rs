@@ -21,12 +21,30 @@ pub async fn on_every_shard(
     sql: &str,
     deadline: Instant,
 ) -> Result<Vec<(u32, Vec<RecordBatch>)>> {
-    let answers = router.cluster.planned_all(database, sql, deadline).await?;
-    let mut out = Vec::with_capacity(answers.len());
-    for (shard, ipc) in answers {
-        out.push((shard, decode(shard, ipc)?));
-    }
-    Ok(out)
+    decode_all(router.cluster.planned_all(database, sql, deadline).await?)
+}
+
+fn decode_all(answers: Vec<(u32, Vec<u8>)>) -> Result<Vec<(u32, Vec<RecordBatch>)>> {
+    answers
+        .into_iter()
+        .map(|(shard, ipc)| Ok((shard, decode(shard, ipc)?)))
+        .collect()
+}
+
+/// Each shard's fields of `measurement` (rows table, name, type), from the
+/// shards' catalogs (shards without the database answer nothing).
+pub async fn catalog_on_every_shard(
+    router: &Router,
+    database: &str,
+    measurement: &str,
+    deadline: Instant,
+) -> Result<Vec<(u32, Vec<RecordBatch>)>> {
+    decode_all(
+        router
+            .cluster
+            .catalog_all(database, Some(measurement), deadline)
+            .await?,
+    )
 }
 
 /// A shard's Arrow IPC answer as batches (empty: the shard has no table).

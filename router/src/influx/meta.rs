@@ -27,6 +27,29 @@ const AUTOGEN: &str = "autogen";
 
 /// Runs a non-`SELECT` statement.
 pub async fn run(ctx: &Ctx<'_>, stmt: &Statement) -> StmtResult<Vec<Series>> {
+    let out = run_statement(ctx, stmt).await?;
+    // An empty SHOW on a database nobody holds is InfluxDB's "database not
+    // found" (asked only then, so answered SHOWs cost nothing more).
+    let shown_db = match stmt {
+        Statement::ShowMeasurements(m) => Some(m.database.as_deref()),
+        Statement::ShowTagKeys(k) => Some(k.database.as_deref()),
+        Statement::ShowTagValues(t) => Some(t.database.as_deref()),
+        Statement::ShowFieldKeys(f) => Some(f.database.as_deref()),
+        Statement::ShowSeries(q) => Some(q.database.as_deref()),
+        _ => None,
+    };
+    if let Some(on) = shown_db {
+        if out.iter().all(|s| s.values.is_empty()) {
+            let db = database_of(ctx, on)?;
+            if !super::select::database_exists(ctx, &db).await? {
+                return Err(format!("database not found: {db}"));
+            }
+        }
+    }
+    Ok(out)
+}
+
+async fn run_statement(ctx: &Ctx<'_>, stmt: &Statement) -> StmtResult<Vec<Series>> {
     match stmt {
         Statement::ShowDatabases => {
             let dbs = databases(ctx).await?;

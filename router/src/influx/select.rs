@@ -102,14 +102,10 @@ pub(crate) struct Schema {
 }
 
 pub(crate) async fn schema(ctx: &Ctx<'_>, database: &str, measurement: &str) -> StmtResult<Schema> {
-    let answers = fetch::on_every_shard(
-        ctx.router,
-        database,
-        &sqlgen::schema_sql(Some(measurement)),
-        ctx.deadline,
-    )
-    .await
-    .map_err(|e| e.to_string())?;
+    // From the shards' catalogs: no engine statement, no flush.
+    let answers = fetch::catalog_on_every_shard(ctx.router, database, measurement, ctx.deadline)
+        .await
+        .map_err(|e| e.to_string())?;
     let mut s = Schema {
         per_shard: BTreeMap::new(),
         fields: BTreeMap::new(),
@@ -125,6 +121,10 @@ pub(crate) async fn schema(ctx: &Ctx<'_>, database: &str, measurement: &str) -> 
             }
         }
     }
+    if s.fields.is_empty() && !database_exists(ctx, database).await? {
+        // InfluxDB's words: clients match on them.
+        return Err(format!("database not found: {database}"));
+    }
     if s.fields.is_empty() {
         // No table of that name anywhere: a Prometheus metric, or nothing.
         s.samples = true;
@@ -137,6 +137,18 @@ pub(crate) async fn schema(ctx: &Ctx<'_>, database: &str, measurement: &str) -> 
         }
     }
     Ok(s)
+}
+
+/// Whether any node lists `database` (asked only when a measurement has no
+/// columns anywhere, so a dashboard's queries do not pay for it).
+pub(crate) async fn database_exists(ctx: &Ctx<'_>, database: &str) -> StmtResult<bool> {
+    let listed = ctx
+        .router
+        .cluster
+        .databases_all()
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(listed.iter().any(|d| d.name == database))
 }
 
 async fn one_measurement(

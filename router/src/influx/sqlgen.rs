@@ -109,19 +109,6 @@ fn series_condition(measurement: &str, tag_condition: Option<&str>) -> String {
     }
 }
 
-/// The field columns (name, ClickHouse type) of `measurement` on a shard,
-/// or of every measurement (`table`, name, type) when `None`.
-pub fn schema_sql(measurement: Option<&str>) -> String {
-    let base = "FROM system.columns WHERE database = currentDatabase() AND name NOT IN ('time', 'series_id')";
-    match measurement {
-        Some(m) => format!(
-            "SELECT table, name, type {base} AND table = {}",
-            sql_literal(m)
-        ),
-        None => format!("SELECT table, name, type {base} AND NOT startsWith(table, '_')"),
-    }
-}
-
 fn time_conditions(range: TimeRange) -> Vec<String> {
     let mut out = Vec::new();
     if range.has_start() && range.start > MIN_STORED_NS {
