@@ -231,13 +231,19 @@ sh_start_nodes() {
 }
 
 # sh_wait_writable: the router is READY before every shard has a leader; a
-# tiny probe write tells when the cluster accepts writes end to end.
+# tiny probe write tells when the cluster accepts writes end to end. The
+# probe goes to a database of its own, dropped afterwards, so the user's
+# databases never show it.
 sh_wait_writable() {
   local deadline=$((SECONDS + ${1:-$SH_READY_TIMEOUT})) code
   while ((SECONDS < deadline)); do
     code=$(curl -s -m 5 -o /dev/null -w '%{http_code}' -XPOST \
-      "http://$SH_ROUTER_HTTP/write?db=shardhouse" --data-binary "shardhouse_probe,src=scripts ok=1" || true)
-    [ "$code" = 204 ] && return 0
+      "http://$SH_ROUTER_HTTP/write?db=shardhouse_probe" --data-binary "probe,src=scripts ok=1" || true)
+    if [ "$code" = 204 ]; then
+      curl -s -m 10 -o /dev/null -XPOST "http://$SH_ROUTER_HTTP/query" \
+        --data-urlencode 'q=DROP DATABASE "shardhouse_probe"' || true
+      return 0
+    fi
     sleep 0.5
   done
   sh_log "cluster not writable after ${1:-$SH_READY_TIMEOUT}s (last HTTP status $code)"
