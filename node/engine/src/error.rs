@@ -1,5 +1,6 @@
 //! The engine's one error type.
 
+use shardhouse_common::status::{ErrorExt, StatusCode};
 use std::path::PathBuf;
 
 /// Everything the engine can report. Messages say what the caller should do.
@@ -88,5 +89,101 @@ impl EngineError {
             context: context.into(),
             message: err.message,
         }
+    }
+}
+
+impl ErrorExt for EngineError {
+    fn status_code(&self) -> StatusCode {
+        use EngineError as E;
+        match self {
+            // The installation or the data directory: an operator must act.
+            E::EngineNotFound { .. }
+            | E::EngineBroken { .. }
+            | E::LibPythonNotFound { .. }
+            | E::SecondDataDir { .. }
+            | E::DataDir { .. }
+            | E::LayoutMismatch { .. } => StatusCode::Internal,
+            // The request (a write's batch or a query) can never succeed as
+            // sent; chDB statement errors are the query's (they name it).
+            E::FieldTypeConflict { .. }
+            | E::InvalidBatch { .. }
+            | E::InvalidMeasurement { .. }
+            | E::Ipc(_)
+            | E::Sql { .. }
+            | E::QueryRefused(_)
+            | E::InvalidQuery(_)
+            | E::InvalidDatabase(_)
+            | E::BadSnapshot { .. } => StatusCode::InvalidArgument,
+            // May pass, or another replica serves it.
+            E::Sync { .. } | E::TableUnavailable { .. } | E::ShuttingDown => {
+                StatusCode::Unavailable
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_error_has_one_status() {
+        use StatusCode as S;
+        let io = || std::io::Error::other("disk");
+        let s = |t: &str| t.to_string();
+        let table = [
+            (
+                EngineError::EngineNotFound { path: "/x".into() },
+                S::Internal,
+            ),
+            (
+                EngineError::DataDir {
+                    path: "/x".into(),
+                    source: io(),
+                },
+                S::Internal,
+            ),
+            (
+                EngineError::Sync {
+                    path: "/x".into(),
+                    source: io(),
+                },
+                S::Unavailable,
+            ),
+            (
+                EngineError::FieldTypeConflict {
+                    measurement: s("cpu"),
+                    field: s("v"),
+                    stored: s("Float"),
+                    offered: s("String"),
+                },
+                S::InvalidArgument,
+            ),
+            (
+                EngineError::Sql {
+                    context: s("q"),
+                    message: s("syntax"),
+                },
+                S::InvalidArgument,
+            ),
+            (EngineError::InvalidQuery(s("q")), S::InvalidArgument),
+            (
+                EngineError::TableUnavailable {
+                    shard: 1,
+                    table: s("cpu"),
+                    reason: s("flush"),
+                },
+                S::Unavailable,
+            ),
+            (EngineError::ShuttingDown, S::Unavailable),
+        ];
+        for (e, code) in table {
+            assert_eq!(e.status_code(), code, "{e}");
+        }
+        let e = EngineError::Sync {
+            path: "/x".into(),
+            source: io(),
+        };
+        assert!(std::error::Error::source(&e).is_some(), "sources are kept");
     }
 }

@@ -1,6 +1,8 @@
 //! The one error type of the WAL crate.
 
 use crate::{NodeId, ShardId};
+use shardhouse_common::status::{ErrorExt, StatusCode};
+use std::time::Duration;
 
 /// Errors returned by [`crate::Wal`]. Messages say what the caller should do.
 #[derive(Debug, thiserror::Error)]
@@ -50,6 +52,39 @@ fn context_prefix(context: &Option<String>) -> String {
         .unwrap_or_default()
 }
 
+impl ErrorExt for WalError {
+    fn status_code(&self) -> StatusCode {
+        match self {
+            WalError::NotLeader { .. } => StatusCode::NotLeader,
+            WalError::Overloaded { .. } => StatusCode::Overloaded,
+            // Routing, not the request: another node hosts the shard.
+            WalError::ShardNotFound(_) | WalError::Unavailable(_) | WalError::Shutdown => {
+                StatusCode::Unavailable
+            }
+            // A disk or RocksDB failure on this replica; another may serve.
+            WalError::Storage { .. } => StatusCode::Unavailable,
+            WalError::Corrupt(_) => StatusCode::Internal,
+            WalError::Rejected(_) | WalError::InvalidArgument(_) => StatusCode::InvalidArgument,
+        }
+    }
+
+    fn retry_after(&self) -> Option<Duration> {
+        match self {
+            WalError::Overloaded { retry_after_ms } => Some(Duration::from_millis(*retry_after_ms)),
+            _ => None,
+        }
+    }
+
+    /// A rejection crosses the wire as its bare reason (the router says
+    /// "node rejected the batch for shard N: <reason>").
+    fn output_msg(&self) -> String {
+        match self {
+            WalError::Rejected(reason) => reason.clone(),
+            e => e.to_string(),
+        }
+    }
+}
+
 /// Result alias of this crate.
 pub type Result<T, E = WalError> = std::result::Result<T, E>;
 
@@ -68,6 +103,46 @@ mod tests {
             Ok(_) => panic!("opened a database below a plain file"),
             Err(e) => e,
         }
+    }
+
+    #[test]
+    fn each_error_has_one_status() {
+        use StatusCode as S;
+        let table = [
+            (
+                WalError::NotLeader {
+                    leader_hint: Some(2),
+                },
+                S::NotLeader,
+            ),
+            (WalError::Overloaded { retry_after_ms: 30 }, S::Overloaded),
+            (WalError::ShardNotFound(3), S::Unavailable),
+            (WalError::Unavailable("election".into()), S::Unavailable),
+            (WalError::from(rocksdb_error()), S::Unavailable),
+            (WalError::Corrupt("bad key".into()), S::Internal),
+            (
+                WalError::Rejected("type conflict".into()),
+                S::InvalidArgument,
+            ),
+            (
+                WalError::InvalidArgument("raft config".into()),
+                S::InvalidArgument,
+            ),
+            (WalError::Shutdown, S::Unavailable),
+        ];
+        for (e, code) in table {
+            assert_eq!(e.status_code(), code, "{e}");
+            let hint = matches!(e, WalError::Overloaded { .. });
+            assert_eq!(e.retry_after().is_some(), hint, "{e}");
+        }
+        assert_eq!(
+            WalError::Overloaded { retry_after_ms: 30 }.retry_after(),
+            Some(Duration::from_millis(30))
+        );
+        assert_eq!(
+            WalError::Rejected("type conflict".into()).output_msg(),
+            "type conflict"
+        );
     }
 
     #[test]
