@@ -1,5 +1,6 @@
 //! The node server's one error type.
 
+use shardhouse_common::status::{ErrorExt, StatusCode};
 use thiserror::Error;
 
 /// Errors of the node process. Messages say what the operator or caller
@@ -35,3 +36,54 @@ pub enum NodeError {
 
 /// Result alias of the node crate.
 pub type Result<T, E = NodeError> = std::result::Result<T, E>;
+
+impl ErrorExt for NodeError {
+    fn status_code(&self) -> StatusCode {
+        match self {
+            NodeError::InvalidOptions(_)
+            | NodeError::ConfigFile { .. }
+            | NodeError::ShardMapDecode(_) => StatusCode::InvalidArgument,
+            NodeError::Engine(e) => e.status_code(),
+            NodeError::Wal(e) => e.status_code(),
+            NodeError::Etcd(_) => StatusCode::Unavailable,
+            NodeError::Bind { .. } | NodeError::Serve(_) => StatusCode::Internal,
+        }
+    }
+
+    fn retry_after(&self) -> Option<std::time::Duration> {
+        match self {
+            NodeError::Wal(e) => e.retry_after(),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wrapped_errors_keep_their_status_and_source() {
+        let table = [
+            (
+                NodeError::InvalidOptions("x".into()),
+                StatusCode::InvalidArgument,
+            ),
+            (
+                NodeError::Wal(shardhouse_wal::WalError::Overloaded { retry_after_ms: 5 }),
+                StatusCode::Overloaded,
+            ),
+            (
+                NodeError::Engine(shardhouse_engine::EngineError::ShuttingDown),
+                StatusCode::Unavailable,
+            ),
+            (NodeError::Serve("x".into()), StatusCode::Internal),
+        ];
+        for (e, code) in table {
+            assert_eq!(e.status_code(), code, "{e}");
+        }
+        let e = NodeError::Wal(shardhouse_wal::WalError::Overloaded { retry_after_ms: 5 });
+        assert_eq!(e.retry_after(), Some(std::time::Duration::from_millis(5)));
+        assert!(std::error::Error::source(&e).is_some());
+    }
+}

@@ -13,8 +13,8 @@ use shardhouse_common::proto::{
     ShardStatesRequest, ShardUnavailable, SnapshotChunk, StorageRequest, TransferLeaderRequest,
     WriteManyRequest, WriteManyResponse, WriteRequest, WriteResponse,
 };
+use shardhouse_common::status;
 use shardhouse_common::wire;
-use shardhouse_engine::EngineError;
 use shardhouse_wal::{Role, ShardStatus, WalError};
 use std::sync::Arc;
 use std::time::Duration;
@@ -126,24 +126,19 @@ impl NodeService {
                 index: c.index,
                 term: c.term,
             }),
-            Err(e) => wal_error_to_write(ctx, shard, e),
+            Err(e) => wal_error_to_write(ctx, e),
         }
     }
 }
 
-fn wal_error_to_write(ctx: &NodeContext, shard: u32, e: WalError) -> WriteResult {
-    match e {
-        WalError::NotLeader { leader_hint } => WriteResult::NotLeader(ctx.not_leader(leader_hint)),
-        WalError::Overloaded { retry_after_ms } => WriteResult::Overloaded(Overloaded {
-            retry_after_ms: u32::try_from(retry_after_ms).unwrap_or(u32::MAX),
-            reason: format!("shard {shard} log is over its in-flight budget; retry later"),
-        }),
-        // Decided identically on every replica when applied: never stored.
-        WalError::Rejected(reason) => WriteResult::Rejected(Rejected { reason }),
-        other => WriteResult::Unavailable(ShardUnavailable {
-            reason: other.to_string(),
-        }),
-    }
+/// The node's in-band answer for a failed proposal: the status model's one
+/// mapping ([`status::write_result`]), with this node's leader hint.
+fn wal_error_to_write(ctx: &NodeContext, e: WalError) -> WriteResult {
+    let hint = match e {
+        WalError::NotLeader { leader_hint } => leader_hint,
+        _ => None,
+    };
+    status::write_result(&e, || ctx.not_leader(hint))
 }
 
 fn result_label(r: &WriteResult) -> &'static str {
@@ -196,10 +191,10 @@ impl proto::node_server::Node for NodeService {
         let read_index = wal
             .read_index(req.shard)
             .await
-            .map_err(|e| Status::unavailable(e.to_string()))?;
+            .map_err(|e| status::to_tonic_status(&e))?;
         wal.wait_applied(req.shard, read_index, READ_APPLY_TIMEOUT)
             .await
-            .map_err(|e| Status::unavailable(e.to_string()))?;
+            .map_err(|e| status::to_tonic_status(&e))?;
         let engine = Arc::clone(&self.ctx.engine);
         let batches = tokio::task::spawn_blocking(move || {
             if req.catalog {
@@ -212,12 +207,10 @@ impl proto::node_server::Node for NodeService {
             }
         })
         .await
-                .map_err(|e| Status::internal(e.to_string()))?
-                .map_err(|e| match e {
-                    // Another replica may store the table fine.
-                    EngineError::TableUnavailable { .. } => Status::unavailable(e.to_string()),
-                    e => Status::invalid_argument(e.to_string()),
-                })?;
+        .map_err(|e| Status::internal(e.to_string()))?
+        // A table that cannot flush here is Unavailable: another
+        // replica may store it fine.
+        .map_err(|e| status::to_tonic_status(&e))?;
         // An empty schema when there are no rows to answer with.
         let schema = batches
             .first()
@@ -298,7 +291,7 @@ impl proto::raft_server::Raft for RaftService {
         self.ctx
             .wal
             .step(shard, msg)
-            .map_err(|e| Status::unavailable(e.to_string()))?;
+            .map_err(|e| status::to_tonic_status(&e))?;
         Ok(Response::new(RaftDone {}))
     }
 }
@@ -498,8 +491,8 @@ impl proto::admin_server::Admin for AdminService {
         let what = format!("shard {}: {:?}", req.shard, op.op);
         let entry = wire::op_entry(op).encode_to_vec();
         let res = self.ctx.wal.propose(req.shard, entry).await.map(|_| ());
-        if let Err(WalError::Rejected(reason)) = &res {
-            return Err(Status::invalid_argument(reason.clone()));
+        if let Err(e @ WalError::Rejected(_)) = &res {
+            return Err(status::to_tonic_status(e));
         }
         Ok(Response::new(self.reply(res, &what)))
     }
