@@ -382,6 +382,22 @@ async fn every_influxql_function_equals_one_place_evaluation() -> Result<()> {
         rows: vec![vec![Some(V::I(0)), Some(V::I(total))]],
     }];
     o.check("every written point", q, first, want, None);
+    // A measurement created by an acknowledged write is read at once.
+    let r = o
+        .http
+        .post(format!("{}/write?db={DB}", o.base))
+        .body(format!("fresh,host=a v=7i {}", start + MIN))
+        .send()
+        .await?;
+    ensure!(r.status().as_u16() == 204, "write: {}", r.text().await?);
+    let q = "SELECT v FROM fresh";
+    let want = vec![Ser {
+        name: "fresh".into(),
+        tags: vec![],
+        rows: vec![vec![Some(V::I(start + MIN)), Some(V::I(7))]],
+    }];
+    o.case("a new measurement right after its write", q, want, None)
+        .await;
     let ctx = cases::Ctx {
         points: &points,
         qs: start + 30 * MIN,
