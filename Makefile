@@ -42,12 +42,12 @@ fmt:
 	$(CARGO) fmt --all
 
 bench-engine: deps
-	$(CARGO) run --release -p shardhouse-engine --bin bench-engine
+	$(CARGO) bench -p shardhouse-engine --bench bench-engine
 
 # Issue 13's tag layouts (tags as columns vs a tag index) at 1M series:
 # ingest, merges and tag queries (docs/benchmarks.md); ~5 minutes.
 bench-layouts: deps
-	$(CARGO) run --release -p shardhouse-engine --bin bench-layouts
+	$(CARGO) bench -p shardhouse-engine --bench bench-layouts
 
 bench-wal: build
 	@scripts/bench-wal.sh

@@ -3,17 +3,58 @@
 
 use std::sync::Arc;
 
-use arrow_array::{Int64Array, RecordBatch, TimestampNanosecondArray, UInt64Array};
-use arrow_schema::{DataType, Field, Schema, TimeUnit};
+use arrow_array::{
+    ArrayRef, Int64Array, MapArray, RecordBatch, StringArray, StructArray,
+    TimestampNanosecondArray, UInt64Array,
+};
+use arrow_schema::{ArrowError, DataType, Field, Fields, Schema, TimeUnit};
+
+/// The `time` column's field: nanoseconds, no zone, not null.
+pub fn ts_field() -> Field {
+    Field::new(
+        "time",
+        DataType::Timestamp(TimeUnit::Nanosecond, None),
+        false,
+    )
+}
+
+fn map_entry_fields() -> Fields {
+    Fields::from(vec![
+        Field::new("keys", DataType::Utf8, false),
+        Field::new("values", DataType::Utf8, true),
+    ])
+}
+
+fn map_entries() -> Field {
+    Field::new("entries", DataType::Struct(map_entry_fields()), false)
+}
+
+/// A `Map(String, String)` column's Arrow field (the `_series` tags).
+pub fn map_field(name: &str) -> Field {
+    Field::new(name, DataType::Map(Arc::new(map_entries()), false), false)
+}
+
+/// A map column of `rows` rows with `per_row` entries each, from flat keys
+/// and values (row after row).
+pub fn map_array(
+    keys: StringArray,
+    values: StringArray,
+    per_row: usize,
+    rows: usize,
+) -> Result<MapArray, ArrowError> {
+    let offsets = arrow_buffer::OffsetBuffer::from_lengths(std::iter::repeat_n(per_row, rows));
+    let entries = StructArray::new(
+        map_entry_fields(),
+        vec![Arc::new(keys) as ArrayRef, Arc::new(values) as ArrayRef],
+        None,
+    );
+    MapArray::try_new(Arc::new(map_entries()), offsets, entries, None, false)
+}
 
 /// `time` (ns), `series_id`, and one Int64 field `v`.
 pub fn points_schema() -> Arc<Schema> {
     Arc::new(Schema::new(vec![
-        Field::new(
-            "time",
-            DataType::Timestamp(TimeUnit::Nanosecond, None),
-            false,
-        ),
+        ts_field(),
         Field::new("series_id", DataType::UInt64, false),
         Field::new("v", DataType::Int64, true),
     ]))
@@ -82,12 +123,23 @@ pub fn scalar_u64(batches: &[RecordBatch]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use arrow_array::Array;
 
     #[test]
     fn points_round_trip_through_ipc() {
         let batches = decode_ipc(&points_ipc(&[3, 9]));
         assert_eq!(col_strings(&batches, 1), ["3", "1"]);
         assert_eq!(col_strings(&batches, 2), ["3", "9"]);
+    }
+
+    #[test]
+    fn a_map_column_has_per_row_entries() {
+        let keys = StringArray::from(vec!["a", "b", "a", "b"]);
+        let values = StringArray::from(vec!["1", "2", "3", "4"]);
+        let m = map_array(keys, values, 2, 2).unwrap();
+        assert_eq!(m.len(), 2);
+        assert_eq!(m.value(1).len(), 2);
+        assert_eq!(map_field("tags").data_type(), m.data_type());
     }
 
     #[test]

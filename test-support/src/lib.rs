@@ -12,6 +12,7 @@ pub mod arrow;
 pub mod cluster;
 pub mod dirs;
 pub mod etcd;
+pub mod measure;
 pub mod node;
 pub mod node_client;
 pub mod ports;

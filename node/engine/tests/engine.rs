@@ -1,16 +1,15 @@
 //! Engine behaviour against the real chDB engine. chDB is one engine per
 //! process, so every test here shares one `Engine` and uses its own shards.
 
-mod common;
-
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use arrow_schema::{DataType, Field, Schema, TimeUnit};
 use bytes::Bytes;
-use common::{chdb_dir, col_strings, scalar};
 use shardhouse_engine::testdata::{encode_points, encode_series, FieldValue, PointRow};
 use shardhouse_engine::{Applied, Engine, EngineConfig, EngineError, TableBatchRef};
+use shardhouse_test_support::arrow::{col_strings, scalar_u64 as scalar};
+use shardhouse_test_support::{chdb_dir, wait_for};
 
 fn engine() -> &'static Engine {
     static ENGINE: OnceLock<Engine> = OnceLock::new();
@@ -18,7 +17,7 @@ fn engine() -> &'static Engine {
         let dir = tempfile::tempdir().expect("tempdir").keep();
         Engine::open(EngineConfig {
             data_dir: dir,
-            chdb_dir: Some(chdb_dir()),
+            chdb_dir: Some(chdb_dir().unwrap()),
             pool_size: 2,
             flush_max_rows: 1_000,
             flush_max_age: Duration::from_millis(50),
@@ -548,7 +547,7 @@ fn a_second_data_directory_is_refused() {
     let other = tempfile::tempdir().unwrap();
     let err = Engine::open(EngineConfig {
         data_dir: other.path().to_path_buf(),
-        chdb_dir: Some(chdb_dir()),
+        chdb_dir: Some(chdb_dir().unwrap()),
         ..Default::default()
     })
     .err()
@@ -574,14 +573,10 @@ fn background_flusher_flushes_by_age_and_size() {
     )
     .unwrap();
     // Age bound is 50 ms: wait (bounded) for the flusher to record the index.
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while e.flushed_index(shard) < 1 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "age-bound flush never happened"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_for("the age-bound flush", Duration::from_secs(20), || {
+        e.flushed_index(shard) >= 1
+    })
+    .unwrap();
     assert_eq!(count_final(e, shard, "cpu"), 1);
     let _ = Arc::new(());
 }

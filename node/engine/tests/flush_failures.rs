@@ -5,13 +5,12 @@
 //! the cause is gone. Real chDB; the failure is a real engine error (a
 //! table of the same name that cannot take the rows).
 
-mod common;
+use std::time::Duration;
 
-use std::time::{Duration, Instant};
-
-use common::{chdb_dir, col_strings, scalar};
 use shardhouse_engine::testdata::{encode_points, FieldValue, PointRow};
 use shardhouse_engine::{Engine, EngineConfig, EngineError};
+use shardhouse_test_support::arrow::{col_strings, scalar_u64 as scalar};
+use shardhouse_test_support::{chdb_dir, wait_for};
 
 const SHARD: u32 = 5;
 
@@ -20,20 +19,12 @@ fn rows(sid: u64, t: i64) -> Vec<u8> {
     encode_points("m", &r).unwrap()
 }
 
-fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !ok() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[test]
 fn a_table_that_cannot_flush_stops_nothing_else() {
     let dir = tempfile::tempdir().unwrap();
     let e = Engine::open(EngineConfig {
         data_dir: dir.path().to_path_buf(),
-        chdb_dir: Some(chdb_dir()),
+        chdb_dir: Some(chdb_dir().unwrap()),
         pool_size: 2,
         flush_max_rows: 1_000,
         flush_max_age: Duration::from_millis(50),
@@ -90,12 +81,13 @@ fn a_table_that_cannot_flush_stops_nothing_else() {
         attempts <= 8,
         "{attempts} attempts in ~1 s: retries are not backed off"
     );
-    wait_for("good rows flushed", || {
+    wait_for("good rows flushed", Duration::from_secs(30), || {
         scalar(
             &e.query_global(&format!("SELECT count() FROM {db}.good FINAL"))
                 .unwrap(),
         ) == 37
-    });
+    })
+    .unwrap();
     assert_eq!(e.flushed_index(SHARD), 1);
 
     // The operator removes the cause: the next retry stores the rows.

@@ -3,14 +3,13 @@
 //! machine's zone. Each refusal here was a working escape on chDB 26.9 with
 //! `readonly = 1` alone, or before it.
 
-mod common;
-
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use common::{chdb_dir, col_strings};
 use shardhouse_engine::testdata::{encode_points, FieldValue, PointRow};
 use shardhouse_engine::{Engine, EngineConfig, EngineError};
+use shardhouse_test_support::arrow::col_strings;
+use shardhouse_test_support::chdb_dir;
 
 const SHARD: u32 = 1;
 
@@ -22,7 +21,7 @@ fn engine() -> &'static Engine {
         let dir = tempfile::tempdir().expect("tempdir").keep();
         let e = Engine::open(EngineConfig {
             data_dir: dir,
-            chdb_dir: Some(chdb_dir()),
+            chdb_dir: Some(chdb_dir().unwrap()),
             pool_size: 2,
             flush_max_rows: 1_000,
             flush_max_age: Duration::from_millis(50),

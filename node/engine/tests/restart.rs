@@ -3,8 +3,6 @@
 //! flush); a second child reopens the data directory, checks the flushed
 //! index and the rows, replays the WAL tail and checks again.
 
-mod common;
-
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -29,7 +27,7 @@ fn entry(idx: u64) -> Vec<u8> {
 fn open(dir: &Path) -> Engine {
     Engine::open(EngineConfig {
         data_dir: dir.to_path_buf(),
-        chdb_dir: Some(common::chdb_dir()),
+        chdb_dir: Some(shardhouse_test_support::chdb_dir().unwrap()),
         pool_size: 2,
         flush_max_rows: 1_000_000,
         // Long age bound: only explicit flushes write, so the test knows
@@ -41,7 +39,7 @@ fn open(dir: &Path) -> Engine {
 }
 
 fn count(e: &Engine) -> u64 {
-    common::scalar(
+    shardhouse_test_support::arrow::scalar_u64(
         &e.query(SHARD, "db", "SELECT count() FROM cpu FINAL")
             .unwrap(),
     )
@@ -92,7 +90,9 @@ fn reader(dir: &Path) {
     e.flush_all().unwrap();
     assert_eq!(e.flushed_index(SHARD), 6);
     assert_eq!(count(&e), 6_000);
-    let raw = common::scalar(&e.query(SHARD, "db", "SELECT count() FROM cpu").unwrap());
+    let raw = shardhouse_test_support::arrow::scalar_u64(
+        &e.query(SHARD, "db", "SELECT count() FROM cpu").unwrap(),
+    );
     assert_eq!(raw, 6_000, "skipped entries must not be written again");
 }
 
@@ -112,7 +112,7 @@ fn data_survives_a_process_restart() {
         Ok("reader") => return reader(Path::new(&std::env::var(DIR).unwrap())),
         _ => {}
     }
-    common::chdb_dir();
+    shardhouse_test_support::chdb_dir().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let st = run_child("writer", dir.path());
     assert!(!st.success(), "the writer must die abruptly, got {st:?}");

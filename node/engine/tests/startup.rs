@@ -1,7 +1,5 @@
 //! Start-up errors, in a process that has not loaded chDB yet.
 
-mod common;
-
 use shardhouse_engine::{Engine, EngineConfig, EngineError};
 
 #[test]
@@ -67,5 +65,5 @@ fn libpython_override_must_exist() {
     // And without an override the real python3 is found.
     let p = shardhouse_engine::loader::find_libpython().unwrap();
     assert!(p.is_file());
-    common::chdb_dir();
+    shardhouse_test_support::chdb_dir().unwrap();
 }

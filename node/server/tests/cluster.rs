@@ -8,14 +8,14 @@
 //! twice without FINAL (a replay after an interrupted flush re-inserts rows
 //! that ReplacingMergeTree collapses; that is the engine's design).
 
-mod support;
-
 use anyhow::{ensure, Result};
+use shardhouse_test_support::arrow::points_ipc;
+use shardhouse_test_support::node_client::{verify_shard, LeaderClient, Outcome};
+use shardhouse_test_support::{eventually, LocalCluster};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use support::{verify_shard, Cluster, Outcome, Router};
 use tokio::sync::Mutex;
 
 const TABLE: &str = "m";
@@ -24,8 +24,16 @@ const TABLE: &str = "m";
 /// at a time.
 static SERIAL: Mutex<()> = Mutex::const_new(());
 
-fn flags(extra: &[&str]) -> Vec<String> {
-    extra.iter().map(|s| (*s).to_owned()).collect()
+/// `nodes` node processes (one chDB connection each) that create a map of
+/// `shards` shards at `rf`, plus `extra` flags.
+fn cluster(nodes: u64, shards: u32, rf: u32, extra: &[&str]) -> Result<LocalCluster> {
+    LocalCluster::builder("test")
+        .nodes(nodes)
+        .shards(shards)
+        .rf(rf)
+        .node_args(&["--pool-size", "1"])
+        .node_args(extra)
+        .start()
 }
 
 /// Continuous writers, one per shard, recording acknowledged values.
@@ -45,11 +53,11 @@ impl Load {
                 let (stop, acked, next, addrs) =
                     (stop.clone(), acked.clone(), next.clone(), addrs.clone());
                 tokio::spawn(async move {
-                    let mut router = Router::new(addrs);
+                    let mut router = LeaderClient::new(addrs);
                     while !stop.load(Ordering::Relaxed) {
                         let first = next.fetch_add(batch, Ordering::Relaxed);
                         let values: Vec<i64> = (first..first + batch).collect();
-                        let ipc = support::points_ipc(&values);
+                        let ipc = points_ipc(&values);
                         match router
                             .write(shard, TABLE, ipc, Duration::from_secs(3))
                             .await
@@ -74,16 +82,13 @@ impl Load {
 
     /// Waits until `more` further points were acknowledged.
     async fn wait_more(&self, more: usize, timeout: Duration) -> Result<()> {
-        let start = self.acked_total().await;
-        let deadline = tokio::time::Instant::now() + timeout;
-        while self.acked_total().await < start + more {
-            ensure!(
-                tokio::time::Instant::now() < deadline,
-                "writes stalled: fewer than {more} points acknowledged in {timeout:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        Ok(())
+        let want = self.acked_total().await + more;
+        eventually(
+            &format!("{more} more acknowledged points (writes stalled)"),
+            timeout,
+            || async { Ok((self.acked_total().await >= want).then_some(())) },
+        )
+        .await
     }
 
     async fn finish(self) -> BTreeMap<u32, Vec<i64>> {
@@ -100,7 +105,7 @@ impl Load {
 }
 
 async fn verify_all(
-    c: &Cluster,
+    c: &LocalCluster,
     node: u64,
     acked: &BTreeMap<u32, Vec<i64>>,
     strict_raw: bool,
@@ -148,7 +153,7 @@ fn busiest(leaders: &BTreeMap<u32, u64>) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn leader_kill9_mid_stream_loses_no_acknowledged_write() -> Result<()> {
     let _serial = SERIAL.lock().await;
-    let mut c = Cluster::start(3, 4, 3, &flags(&["--flush-max-age-ms", "200"]))?;
+    let mut c = cluster(3, 4, 3, &["--flush-max-age-ms", "200"])?;
     let leaders = c.wait_leaders(Duration::from_secs(30)).await?;
     let addrs: Vec<String> = c.nodes.iter().map(|n| n.grpc.clone()).collect();
     let load = Load::start(addrs, c.shards, 50);
@@ -174,7 +179,7 @@ async fn leader_kill9_mid_stream_loses_no_acknowledged_write() -> Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn whole_cluster_kill9_and_restart_loses_no_acknowledged_write() -> Result<()> {
     let _serial = SERIAL.lock().await;
-    let mut c = Cluster::start(3, 3, 3, &flags(&["--flush-max-age-ms", "500"]))?;
+    let mut c = cluster(3, 3, 3, &["--flush-max-age-ms", "500"])?;
     c.wait_leaders(Duration::from_secs(30)).await?;
     let addrs: Vec<String> = c.nodes.iter().map(|n| n.grpc.clone()).collect();
     let load = Load::start(addrs.clone(), c.shards, 50);
@@ -205,7 +210,7 @@ async fn partitioned_follower_catches_up_after_healing() -> Result<()> {
     // installed on these machines, and a stopped process neither sends nor
     // answers Raft traffic, which is what the majority observes.
     let _serial = SERIAL.lock().await;
-    let mut c = Cluster::start(3, 3, 3, &flags(&["--flush-max-age-ms", "200"]))?;
+    let mut c = cluster(3, 3, 3, &["--flush-max-age-ms", "200"])?;
     let leaders = c.wait_leaders(Duration::from_secs(30)).await?;
     let addrs: Vec<String> = c.nodes.iter().map(|n| n.grpc.clone()).collect();
     let load = Load::start(addrs, c.shards, 50);
@@ -239,16 +244,16 @@ async fn partitioned_follower_catches_up_after_healing() -> Result<()> {
 async fn restart_replays_exactly_the_unflushed_entries() -> Result<()> {
     let _serial = SERIAL.lock().await;
     // One node, RF=1; flushes only by hand: nothing reaches chDB before the crash.
-    let mut c = Cluster::start(
+    let mut c = cluster(
         1,
         2,
         1,
-        &flags(&[
+        &[
             "--flush-max-age-ms",
             "3600000",
             "--flush-max-rows",
             "100000000",
-        ]),
+        ],
     )?;
     c.wait_leaders(Duration::from_secs(30)).await?;
     let addr = c.nodes[0].grpc.clone();

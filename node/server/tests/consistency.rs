@@ -10,19 +10,29 @@
 //!   waits for the shard's read index and sees it. Before, 2 of 60 reads
 //!   through the router missed the point.
 
-mod support;
-
 use anyhow::{ensure, Result};
 use arrow_array::{
     ArrayRef, Float64Array, Int64Array, RecordBatch, TimestampNanosecondArray, UInt64Array,
 };
 use arrow_schema::{DataType, Field, Schema, TimeUnit};
+use shardhouse_test_support::arrow::{ipc_bytes, points_ipc};
+use shardhouse_test_support::node_client::{query_i64, LeaderClient, Outcome};
+use shardhouse_test_support::LocalCluster;
 use std::sync::Arc;
 use std::time::Duration;
-use support::{query_i64, Cluster, Outcome, Router};
 use tokio::sync::Mutex;
 
 static SERIAL: Mutex<()> = Mutex::const_new(());
+
+/// Three node processes (one chDB connection each) at RF 3.
+fn cluster(shards: u32) -> Result<LocalCluster> {
+    LocalCluster::builder("test")
+        .nodes(3)
+        .shards(shards)
+        .rf(3)
+        .node_args(&["--pool-size", "1"])
+        .start()
+}
 
 /// One point of field `g`, as Float64 (value + 0.5) or Int64 (value).
 fn g_point(value: i64, float: bool) -> Vec<u8> {
@@ -52,14 +62,14 @@ fn g_point(value: i64, float: bool) -> Vec<u8> {
         ],
     )
     .expect("batch");
-    support::ipc_bytes(&schema, &[batch])
+    ipc_bytes(&schema, &[batch])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn replicas_decide_a_new_fields_type_alike() -> Result<()> {
     let _serial = SERIAL.lock().await;
     let shards = 4;
-    let mut cluster = Cluster::start(3, shards, 3, &[])?;
+    let mut cluster = cluster(shards)?;
     cluster.wait_leaders(Duration::from_secs(60)).await?;
     let addrs: Vec<String> = cluster.live_addrs().into_iter().map(|(_, a)| a).collect();
     // Per shard, 12 concurrent writers: half offer `g` as float, half as int.
@@ -68,7 +78,7 @@ async fn replicas_decide_a_new_fields_type_alike() -> Result<()> {
         for w in 0..12i64 {
             let addrs = addrs.clone();
             tasks.push(tokio::spawn(async move {
-                let mut router = Router::new(addrs);
+                let mut router = LeaderClient::new(addrs);
                 let value = i64::from(shard) * 1000 + w;
                 let float = w % 2 == 0;
                 let out = router
@@ -148,21 +158,16 @@ async fn replicas_decide_a_new_fields_type_alike() -> Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_read_right_after_an_ack_sees_the_write_on_every_replica() -> Result<()> {
     let _serial = SERIAL.lock().await;
-    let mut cluster = Cluster::start(3, 2, 3, &[])?;
+    let mut cluster = cluster(2)?;
     let leaders = cluster.wait_leaders(Duration::from_secs(60)).await?;
     let addrs: Vec<(u64, String)> = cluster.live_addrs();
-    let mut router = Router::new(addrs.iter().map(|(_, a)| a.clone()).collect());
+    let mut router = LeaderClient::new(addrs.iter().map(|(_, a)| a.clone()).collect());
     let shard = 0;
     let leader = leaders[&shard];
     let mut misses = Vec::new();
     for i in 1..=60i64 {
         let out = router
-            .write(
-                shard,
-                "m",
-                support::points_ipc(&[i]),
-                Duration::from_secs(10),
-            )
+            .write(shard, "m", points_ipc(&[i]), Duration::from_secs(10))
             .await;
         ensure!(matches!(out, Outcome::Acked), "write {i} not acknowledged");
         // Round-robin over the replicas, followers included.

@@ -8,16 +8,15 @@
 
 #![allow(clippy::print_stdout)]
 
-#[path = "../../tests/support/mod.rs"]
-mod support;
-
 use anyhow::{Context, Result};
 use arrow_array::{ArrayRef, Float64Array, RecordBatch, TimestampNanosecondArray, UInt64Array};
 use arrow_schema::{DataType, Field, Schema, TimeUnit};
+use shardhouse_test_support::arrow::ipc_bytes;
+use shardhouse_test_support::node_client::{LeaderClient, Outcome};
+use shardhouse_test_support::LocalCluster;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::{Cluster, Outcome, Router};
 
 const POINTS_PER_BATCH: usize = 10_000;
 const FIELDS: usize = 5;
@@ -58,7 +57,7 @@ fn batch_ipc(seed: u64) -> Vec<u8> {
         )));
     }
     let batch = RecordBatch::try_new(Arc::clone(&schema), cols).expect("batch");
-    support::ipc_bytes(&schema, &[batch])
+    ipc_bytes(&schema, &[batch])
 }
 
 /// Sum and count of a histogram over all nodes' /metrics.
@@ -97,7 +96,12 @@ struct Figures {
 }
 
 async fn run(nodes: u64, rf: u32, shards: u32, writers: u64, seconds: u64) -> Result<Figures> {
-    let c = Cluster::start(nodes, shards, rf, &[])?;
+    let c = LocalCluster::builder("test")
+        .nodes(nodes)
+        .shards(shards)
+        .rf(rf)
+        .node_args(&["--pool-size", "1"])
+        .start()?;
     c.wait_leaders(Duration::from_secs(60)).await?;
     let addrs: Vec<String> = c.nodes.iter().map(|n| n.grpc.clone()).collect();
     let http: Vec<String> = c.nodes.iter().map(|n| n.http.clone()).collect();
@@ -118,7 +122,7 @@ async fn run(nodes: u64, rf: u32, shards: u32, writers: u64, seconds: u64) -> Re
                 failed.clone(),
             );
             tokio::spawn(async move {
-                let mut router = Router::new(addrs);
+                let mut router = LeaderClient::new(addrs);
                 let shard = (w % u64::from(shards)) as u32;
                 let mut i = w as usize;
                 while !stop.load(Ordering::Relaxed) {
@@ -175,7 +179,7 @@ async fn run(nodes: u64, rf: u32, shards: u32, writers: u64, seconds: u64) -> Re
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() -> Result<()> {
-    support::chdb_dir()?;
+    shardhouse_test_support::chdb_dir()?;
     let seconds = env_or("BENCH_SECONDS", 10);
     let writers = env_or("BENCH_WRITERS", 16);
     let shards = env_or("BENCH_SHARDS", 8) as u32;
