@@ -7,9 +7,10 @@ use crate::coalesce::{self, Pending};
 use crate::error::{Error, Result};
 use crate::metrics;
 use crate::node_mux;
+use crate::request_path::{LeaderRetry, Next, Retarget};
 use parking_lot::{Mutex, RwLock};
 use shardhouse_common::proto::node_client::NodeClient;
-use shardhouse_common::proto::{write_response, QueryRequest, TableBatch, WriteRequest};
+use shardhouse_common::proto::{QueryRequest, TableBatch, WriteRequest};
 use shardhouse_common::shard_map::{keys, ShardMap};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -32,6 +33,8 @@ pub struct Cluster {
     shard_budgets: Mutex<HashMap<u32, Arc<Semaphore>>>,
     max_shard_inflight_bytes: usize,
     retry_after: Duration,
+    /// How a shard write follows leaders and backs off (router -> node).
+    retry: LeaderRetry,
     /// Per-shard write queues (see `coalesce`), created on first use.
     queues: Mutex<HashMap<u32, mpsc::UnboundedSender<Pending>>>,
     /// Node.Write calls in flight per shard from this router.
@@ -71,6 +74,7 @@ impl Cluster {
             shard_budgets: Mutex::default(),
             max_shard_inflight_bytes: max_shard_inflight_bytes.min(u32::MAX as usize),
             retry_after,
+            retry: LeaderRetry::default(),
             queues: Mutex::default(),
             max_shard_rpcs: DEFAULT_MAX_SHARD_RPCS,
             max_coalesce_bytes: DEFAULT_MAX_COALESCE_BYTES,
@@ -267,64 +271,35 @@ impl Cluster {
             attempt += 1;
             let req = write_request(shard, batches, request_id, map.epoch);
             let answer = self.call_write(&target.1, req, deadline).await;
-            let backoff = match answer.map(|r| r.result) {
-                Ok(Some(write_response::Result::Committed(_))) => {
+            let backoff = match self.retry.after_answer(shard, attempt, &target, answer) {
+                Next::Committed => {
                     self.leaders.lock().insert(shard, target.clone());
                     return Ok(());
                 }
-                Ok(Some(write_response::Result::NotLeader(nl))) => {
-                    last_reason = format!("node {} is not the leader", target.0);
-                    self.leaders.lock().remove(&shard);
-                    if !nl.leader_addr.is_empty() && nl.leader_hint != target.0 {
-                        target = (nl.leader_hint, nl.leader_addr);
-                        self.leaders.lock().insert(shard, target.clone());
-                        // A fresh hint is worth trying at once; bouncing
-                        // between stale hints backs off.
-                        attempt > 3
-                    } else {
-                        // Election in progress: try the next replica soon.
-                        target = self.next_replica(&map, shard, target.0).unwrap_or(target);
-                        true
+                Next::Fail(e) => return Err(e),
+                Next::Retry {
+                    to,
+                    backoff,
+                    reason,
+                } => {
+                    tracing::debug!(shard, node = target.0, %reason, "write attempt failed");
+                    last_reason = reason;
+                    match to {
+                        Retarget::Same => {}
+                        Retarget::Leader(hint) => {
+                            target = hint;
+                            self.leaders.lock().insert(shard, target.clone());
+                        }
+                        Retarget::NextReplica => {
+                            self.leaders.lock().remove(&shard);
+                            target = self.next_replica(&map, shard, target.0).unwrap_or(target);
+                        }
                     }
-                }
-                Ok(Some(write_response::Result::Unavailable(u))) => {
-                    last_reason = format!("node {}: {}", target.0, u.reason);
-                    self.leaders.lock().remove(&shard);
-                    target = self.next_replica(&map, shard, target.0).unwrap_or(target);
-                    true
-                }
-                Ok(Some(write_response::Result::Overloaded(o))) => {
-                    let after = Duration::from_millis(u64::from(o.retry_after_ms.max(1)));
-                    return Err(Error::Overloaded(
-                        format!(
-                            "shard {shard} leader node {} overloaded: {}",
-                            target.0, o.reason
-                        ),
-                        after,
-                    ));
-                }
-                Ok(Some(write_response::Result::Rejected(r))) => {
-                    return Err(Error::Rejected {
-                        shard,
-                        reason: r.reason,
-                    });
-                }
-                Ok(None) => {
-                    last_reason = format!("node {} sent an empty answer", target.0);
-                    true
-                }
-                Err(status) => {
-                    last_reason =
-                        format!("node {} at {}: {}", target.0, target.1, status.message());
-                    tracing::debug!(shard, node = target.0, %status, "write attempt failed");
-                    self.leaders.lock().remove(&shard);
-                    target = self.next_replica(&map, shard, target.0).unwrap_or(target);
-                    true
+                    backoff
                 }
             };
             if backoff {
-                let pause =
-                    Duration::from_millis(10u64 << attempt.min(5)).min(Duration::from_millis(250));
+                let pause = self.retry.pause(attempt);
                 tokio::time::sleep_until((Instant::now() + pause).min(deadline)).await;
                 // A new map may have arrived while we waited.
                 if let Ok(m) = self.shard_map() {

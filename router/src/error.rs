@@ -1,5 +1,6 @@
 //! The router's error type. Messages tell the client what to do.
 
+use shardhouse_common::status::{self, ErrorExt, StatusCode};
 use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
@@ -61,35 +62,15 @@ impl Error {
         }
     }
 
-    /// HTTP status for the error.
+    /// HTTP status for the error (from its [`StatusCode`]).
     pub fn status(&self) -> http::StatusCode {
-        use http::StatusCode as S;
-        match self {
-            Error::BodyTooLarge { .. } => S::PAYLOAD_TOO_LARGE,
-            Error::Unauthorized(_) => S::UNAUTHORIZED,
-            Error::Forbidden(_) => S::FORBIDDEN,
-            Error::BadRequest(_) | Error::Rejected { .. } => S::BAD_REQUEST,
-            Error::UnsupportedMediaType(_) => S::UNSUPPORTED_MEDIA_TYPE,
-            Error::Overloaded(..) => S::TOO_MANY_REQUESTS,
-            Error::Unavailable { .. } | Error::NoShardMap(_) | Error::Etcd(_) => {
-                S::SERVICE_UNAVAILABLE
-            }
-            Error::Config(_) | Error::Internal(_) => S::INTERNAL_SERVER_ERROR,
-        }
+        http::StatusCode::from_u16(self.status_code().http_status())
+            .unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR)
     }
 
     /// InfluxDB error code for the JSON body.
     pub fn influx_code(&self) -> &'static str {
-        match self {
-            Error::BodyTooLarge { .. } => "request too large",
-            Error::Unauthorized(_) => "unauthorized",
-            Error::Forbidden(_) => "forbidden",
-            Error::BadRequest(_) | Error::Rejected { .. } => "invalid",
-            Error::UnsupportedMediaType(_) => "unsupported media type",
-            Error::Overloaded(..) => "too many requests",
-            Error::Unavailable { .. } | Error::NoShardMap(_) | Error::Etcd(_) => "unavailable",
-            Error::Config(_) | Error::Internal(_) => "internal error",
-        }
+        self.status_code().influx_code()
     }
 
     /// Label for `shardhouse_router_rejected_total`, when it counts there.
@@ -105,7 +86,29 @@ impl Error {
         }
     }
 
+    /// The retry hint (here so callers need not import [`ErrorExt`]).
     pub fn retry_after(&self) -> Option<Duration> {
+        <Self as ErrorExt>::retry_after(self)
+    }
+}
+
+impl ErrorExt for Error {
+    fn status_code(&self) -> StatusCode {
+        match self {
+            Error::BodyTooLarge { .. } => StatusCode::PayloadTooLarge,
+            Error::Unauthorized(_) => StatusCode::Unauthenticated,
+            Error::Forbidden(_) => StatusCode::PermissionDenied,
+            Error::BadRequest(_) | Error::Rejected { .. } => StatusCode::InvalidArgument,
+            Error::UnsupportedMediaType(_) => StatusCode::UnsupportedMediaType,
+            Error::Overloaded(..) => StatusCode::Overloaded,
+            Error::Unavailable { .. } | Error::NoShardMap(_) | Error::Etcd(_) => {
+                StatusCode::Unavailable
+            }
+            Error::Config(_) | Error::Internal(_) => StatusCode::Internal,
+        }
+    }
+
+    fn retry_after(&self) -> Option<Duration> {
         match self {
             Error::Overloaded(_, d) => Some(*d),
             _ => None,
@@ -115,27 +118,108 @@ impl Error {
 
 impl From<Error> for tonic::Status {
     fn from(e: Error) -> tonic::Status {
-        let msg = e.to_string();
-        let mut status = match &e {
-            Error::BodyTooLarge { .. } | Error::Overloaded(..) => {
-                tonic::Status::resource_exhausted(msg)
-            }
-            Error::Unauthorized(_) => tonic::Status::unauthenticated(msg),
-            Error::Forbidden(_) => tonic::Status::permission_denied(msg),
-            Error::BadRequest(_) | Error::Rejected { .. } | Error::UnsupportedMediaType(_) => {
-                tonic::Status::invalid_argument(msg)
-            }
-            Error::Unavailable { .. } | Error::NoShardMap(_) | Error::Etcd(_) => {
-                tonic::Status::unavailable(msg)
-            }
-            Error::Config(_) | Error::Internal(_) => tonic::Status::internal(msg),
-        };
-        if let Some(d) = e.retry_after() {
-            // Retry hint for gRPC clients (the HTTP side sends Retry-After).
-            if let Ok(v) = d.as_millis().to_string().parse() {
-                status.metadata_mut().insert("retry-after-ms", v);
-            }
+        status::to_tonic_status(&e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What clients saw before the status model, pinned per variant.
+    #[test]
+    fn every_variant_answers_as_before() {
+        use http::StatusCode as H;
+        use tonic::Code as G;
+        let s = |t: &str| t.to_string();
+        let table = [
+            (
+                Error::BodyTooLarge { limit: 1 },
+                H::PAYLOAD_TOO_LARGE,
+                "request too large",
+                G::ResourceExhausted,
+            ),
+            (
+                Error::Unauthorized(s("x")),
+                H::UNAUTHORIZED,
+                "unauthorized",
+                G::Unauthenticated,
+            ),
+            (
+                Error::Forbidden(s("x")),
+                H::FORBIDDEN,
+                "forbidden",
+                G::PermissionDenied,
+            ),
+            (
+                Error::BadRequest(s("x")),
+                H::BAD_REQUEST,
+                "invalid",
+                G::InvalidArgument,
+            ),
+            (
+                Error::Rejected {
+                    shard: 1,
+                    reason: s("x"),
+                },
+                H::BAD_REQUEST,
+                "invalid",
+                G::InvalidArgument,
+            ),
+            (
+                Error::UnsupportedMediaType(s("x")),
+                H::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported media type",
+                G::InvalidArgument,
+            ),
+            (
+                Error::Overloaded(s("x"), Duration::from_millis(1200)),
+                H::TOO_MANY_REQUESTS,
+                "too many requests",
+                G::ResourceExhausted,
+            ),
+            (
+                Error::Unavailable {
+                    shard: 1,
+                    reason: s("x"),
+                },
+                H::SERVICE_UNAVAILABLE,
+                "unavailable",
+                G::Unavailable,
+            ),
+            (
+                Error::NoShardMap(s("k")),
+                H::SERVICE_UNAVAILABLE,
+                "unavailable",
+                G::Unavailable,
+            ),
+            (
+                Error::Config(s("x")),
+                H::INTERNAL_SERVER_ERROR,
+                "internal error",
+                G::Internal,
+            ),
+            (
+                Error::Internal(s("x")),
+                H::INTERNAL_SERVER_ERROR,
+                "internal error",
+                G::Internal,
+            ),
+        ];
+        for (e, http, influx, grpc) in table {
+            assert_eq!(e.status(), http, "{e:?}");
+            assert_eq!(e.influx_code(), influx, "{e:?}");
+            assert_eq!(e.shared().status(), http, "{e:?}");
+            let text = e.to_string();
+            let retry = e.retry_after();
+            let g = tonic::Status::from(e);
+            assert_eq!(g.code(), grpc, "{text}");
+            assert_eq!(g.message(), text);
+            assert_eq!(
+                g.metadata().get(status::RETRY_AFTER_MS).is_some(),
+                retry.is_some(),
+                "{text}"
+            );
         }
-        status
     }
 }

@@ -16,6 +16,7 @@ pub mod ingest;
 pub mod metrics;
 pub mod node_mux;
 pub mod query;
+pub mod request_path;
 /// The `/api/v1/sql` statement check, shared with the nodes' planned reads.
 pub use shardhouse_common::sql_check;
 pub mod sql_merge;

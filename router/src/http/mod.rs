@@ -23,6 +23,7 @@ use crate::{influx, metrics, storage_admin};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use shardhouse_common::status::retry_after_secs;
 use std::sync::Arc;
 
 pub fn app(router: Arc<Router>) -> axum::Router {
@@ -120,8 +121,7 @@ pub(crate) fn error_response(endpoint: &'static str, e: &Error) -> Response {
     let mut resp = json_error(status, e.influx_code(), &msg);
     let h = resp.headers_mut();
     if let Some(d) = e.retry_after() {
-        let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);
-        h.insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
+        h.insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs(d)));
     }
     resp
 }
