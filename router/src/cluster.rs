@@ -9,6 +9,7 @@ use crate::metrics;
 use crate::node_mux;
 use crate::request_path::{LeaderRetry, Next, Retarget};
 use parking_lot::{Mutex, RwLock};
+use shardhouse_common::credential::{with_credential, ClusterToken, CredentialChannel};
 use shardhouse_common::proto::node_client::NodeClient;
 use shardhouse_common::proto::{QueryRequest, TableBatch, WriteRequest};
 use shardhouse_common::shard_map::{keys, ShardMap};
@@ -18,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Endpoint;
 
 /// Largest query result accepted from a node.
 const MAX_QUERY_RESULT_BYTES: usize = 512 << 20;
@@ -29,7 +30,9 @@ pub struct Cluster {
     map_tx: watch::Sender<u64>,
     /// Leaders learned from `NotLeader` answers: shard -> (node id, addr).
     leaders: Mutex<HashMap<u32, (u64, String)>>,
-    channels: Mutex<HashMap<String, Channel>>,
+    channels: Mutex<HashMap<String, CredentialChannel>>,
+    /// Presented to nodes on every call (they require it when configured).
+    cluster_token: Option<ClusterToken>,
     shard_budgets: Mutex<HashMap<u32, Arc<Semaphore>>>,
     max_shard_inflight_bytes: usize,
     retry_after: Duration,
@@ -71,6 +74,7 @@ impl Cluster {
             map_tx,
             leaders: Mutex::default(),
             channels: Mutex::default(),
+            cluster_token: None,
             shard_budgets: Mutex::default(),
             max_shard_inflight_bytes: max_shard_inflight_bytes.min(u32::MAX as usize),
             retry_after,
@@ -83,6 +87,12 @@ impl Cluster {
             max_node_rpcs: DEFAULT_MAX_NODE_RPCS,
             node_waiting: Arc::default(),
         }
+    }
+
+    /// The cluster credential presented to nodes (None: nodes run without).
+    pub fn with_cluster_token(mut self, token: Option<ClusterToken>) -> Cluster {
+        self.cluster_token = token;
+        self
     }
 
     /// How many calls per node may be in flight from this router; shard
@@ -146,7 +156,7 @@ impl Cluster {
         }
     }
 
-    pub(crate) fn channel(&self, addr: &str) -> Result<Channel> {
+    pub(crate) fn channel(&self, addr: &str) -> Result<CredentialChannel> {
         let mut channels = self.channels.lock();
         if let Some(c) = channels.get(addr) {
             return Ok(c.clone());
@@ -155,12 +165,12 @@ impl Cluster {
             .map_err(|e| Error::Internal(format!("bad node address {addr:?}: {e}")))?
             .connect_timeout(Duration::from_secs(2))
             .tcp_nodelay(true);
-        let c = ep.connect_lazy();
+        let c = with_credential(ep.connect_lazy(), self.cluster_token.as_ref());
         channels.insert(addr.to_owned(), c.clone());
         Ok(c)
     }
 
-    fn node_client(&self, addr: &str) -> Result<NodeClient<Channel>> {
+    fn node_client(&self, addr: &str) -> Result<NodeClient<CredentialChannel>> {
         Ok(NodeClient::new(self.channel(addr)?)
             .max_decoding_message_size(MAX_QUERY_RESULT_BYTES)
             .max_encoding_message_size(usize::MAX))

@@ -19,8 +19,21 @@ pub struct RouterOptions {
     pub etcd_endpoints: Vec<String>,
     /// Cluster name: etcd keys live under `/shardhouse/<cluster>/`.
     pub cluster: String,
-    /// Accepted tokens; auth is off when empty.
+    /// Accepted tokens with every role; auth is off when this, `tokens`
+    /// and `tokens_file` are all empty.
     pub auth_tokens: Vec<String>,
+    /// Tokens with roles, databases and write rate limits
+    /// (`[[tokens]]` tables, see docs/operations.md "Tokens and roles").
+    pub tokens: Vec<crate::auth::TokenSpec>,
+    /// A TOML file of `[[tokens]]` tables (a mounted Secret), read at start.
+    pub tokens_file: Option<PathBuf>,
+    /// The cluster credential presented to nodes; None =
+    /// `SHARDHOUSE_CLUSTER_TOKEN`, none at all = nodes run without one.
+    pub cluster_token_file: Option<PathBuf>,
+    /// PEM certificate chain and private key: with both, the HTTP and gRPC
+    /// listeners speak TLS only, and the files are re-read when they change.
+    pub tls_cert_file: Option<PathBuf>,
+    pub tls_key_file: Option<PathBuf>,
     /// Largest accepted body, compressed or not (413 beyond it).
     pub max_body_bytes: usize,
     /// In-flight request bytes for the whole router (429 beyond it).
@@ -57,6 +70,11 @@ impl Default for RouterOptions {
             etcd_endpoints: vec!["http://127.0.0.1:2379".into()],
             cluster: "local".into(),
             auth_tokens: vec![],
+            tokens: vec![],
+            tokens_file: None,
+            cluster_token_file: None,
+            tls_cert_file: None,
+            tls_key_file: None,
             max_body_bytes: 64 << 20,
             max_inflight_bytes: 512 << 20,
             max_shard_inflight_bytes: 128 << 20,
@@ -99,6 +117,17 @@ pub struct Flags {
         value_delimiter = ','
     )]
     pub auth_tokens: Option<Vec<String>>,
+    /// TOML file of `[[tokens]]` with roles (docs/operations.md).
+    #[arg(long, env = "SHARDHOUSE_ROUTER_TOKENS_FILE")]
+    pub tokens_file: Option<PathBuf>,
+    /// File with the cluster credential presented to nodes.
+    #[arg(long, env = "SHARDHOUSE_ROUTER_CLUSTER_TOKEN_FILE")]
+    pub cluster_token_file: Option<PathBuf>,
+    /// PEM certificate chain for TLS on both listeners (with --tls-key-file).
+    #[arg(long, env = "SHARDHOUSE_ROUTER_TLS_CERT_FILE")]
+    pub tls_cert_file: Option<PathBuf>,
+    #[arg(long, env = "SHARDHOUSE_ROUTER_TLS_KEY_FILE")]
+    pub tls_key_file: Option<PathBuf>,
     #[arg(long, env = "SHARDHOUSE_ROUTER_MAX_BODY_BYTES")]
     pub max_body_bytes: Option<usize>,
     #[arg(long, env = "SHARDHOUSE_ROUTER_MAX_INFLIGHT_BYTES")]
@@ -160,6 +189,16 @@ impl RouterOptions {
             query_max_points,
             query_timeout_ms
         );
+        for (from, to) in [
+            (flags.tokens_file, &mut o.tokens_file),
+            (flags.cluster_token_file, &mut o.cluster_token_file),
+            (flags.tls_cert_file, &mut o.tls_cert_file),
+            (flags.tls_key_file, &mut o.tls_key_file),
+        ] {
+            if from.is_some() {
+                *to = from;
+            }
+        }
         o.validate()?;
         Ok(o)
     }
@@ -185,6 +224,12 @@ impl RouterOptions {
         if self.auth_tokens.iter().any(|t| t.is_empty()) {
             return Err(Error::Config(
                 "auth tokens must not be empty strings".into(),
+            ));
+        }
+        if self.tls_cert_file.is_some() != self.tls_key_file.is_some() {
+            return Err(Error::Config(
+                "tls_cert_file and tls_key_file go together: set both for TLS, neither for plain TCP"
+                    .into(),
             ));
         }
         if self.max_body_bytes == 0 || self.max_body_bytes > u32::MAX as usize {

@@ -2,7 +2,6 @@
 //! writes of protobuf rows, through the same pipeline as HTTP.
 
 use crate::batch::RejectReason;
-use crate::http::check_token;
 use crate::ingest::Router;
 use shardhouse_common::ingest_proto::ingest_server::{Ingest, IngestServer};
 use shardhouse_common::ingest_proto::{field, WriteRequest, WriteResponse};
@@ -19,8 +18,10 @@ pub fn server(router: Arc<Router>) -> IngestServer<IngestService> {
     IngestServer::new(IngestService { router }).max_decoding_message_size(limit)
 }
 
-fn authorize<T>(router: &Router, req: &Request<T>) -> Result<(), Status> {
-    let presented = req
+/// The token in the `authorization` metadata (`Token`/`Bearer` prefix
+/// optional); checked per message, as each names its database.
+fn presented<T>(req: &Request<T>) -> Option<String> {
+    req
         .metadata()
         .get("authorization")
         .and_then(|v| v.to_str().ok())
@@ -31,18 +32,23 @@ fn authorize<T>(router: &Router, req: &Request<T>) -> Result<(), Status> {
                 .unwrap_or(v)
                 .trim()
                 .to_owned()
-        });
-    check_token(&router.options.auth_tokens, presented).map_err(Status::from)
+        })
 }
 
 impl IngestService {
-    async fn write_one(&self, req: WriteRequest, size: usize) -> Result<u64, Status> {
+    async fn write_one(
+        &self,
+        req: WriteRequest,
+        size: usize,
+        token: Option<&str>,
+    ) -> Result<u64, Status> {
         let endpoint = "grpc";
         let db = if req.database.is_empty() {
             "default"
         } else {
             req.database.as_str()
         };
+        let access = crate::http::admit_write(&self.router, token, db)?;
         crate::metrics::BYTES
             .with_label_values(&[endpoint])
             .inc_by(size as u64);
@@ -92,6 +98,7 @@ impl IngestService {
                 }
             })
             .await;
+        crate::http::charge_write(&self.router, access, &res);
         let code = |s: &Status| match s.code() {
             tonic::Code::Ok => "200",
             tonic::Code::InvalidArgument => "400",
@@ -130,10 +137,10 @@ impl Ingest for IngestService {
         &self,
         request: Request<WriteRequest>,
     ) -> Result<Response<WriteResponse>, Status> {
-        authorize(&self.router, &request)?;
+        let token = presented(&request);
         let req = request.into_inner();
         let size = prost::Message::encoded_len(&req);
-        let points_written = self.write_one(req, size).await?;
+        let points_written = self.write_one(req, size, token.as_deref()).await?;
         Ok(Response::new(WriteResponse { points_written }))
     }
 
@@ -141,13 +148,18 @@ impl Ingest for IngestService {
         &self,
         request: Request<Streaming<WriteRequest>>,
     ) -> Result<Response<WriteResponse>, Status> {
-        authorize(&self.router, &request)?;
+        let token = presented(&request);
+        // Refuse a bad token before reading the stream.
+        self.router
+            .auth
+            .authenticate(token.as_deref())
+            .map_err(Status::from)?;
         let mut stream = request.into_inner();
         let mut total = 0u64;
         while let Some(msg) = stream.message().await? {
             let size = prost::Message::encoded_len(&msg);
             // On error, points of earlier messages stay written (documented).
-            total += self.write_one(msg, size).await?;
+            total += self.write_one(msg, size, token.as_deref()).await?;
         }
         Ok(Response::new(WriteResponse {
             points_written: total,

@@ -1,6 +1,7 @@
 //! The write pipeline shared by every endpoint: budget -> parse into shard
 //! batches -> Arrow IPC -> shard budgets -> forward in parallel -> ack.
 
+use crate::auth::Authorizer;
 use crate::batch::{BatchSummary, RejectReason, RequestBatch};
 use crate::cardinality::Cardinality;
 use crate::cluster::Cluster;
@@ -23,6 +24,8 @@ const BLOCKING_PARSE_BYTES: usize = 1 << 20;
 pub struct Router {
     pub options: RouterOptions,
     pub cluster: Arc<Cluster>,
+    /// Tokens, roles and write rate limits.
+    pub auth: Authorizer,
     cardinality: Cardinality,
     inflight: Arc<Semaphore>,
     request_prefix: u64,
@@ -62,19 +65,22 @@ pub fn now_nanos() -> i64 {
 }
 
 impl Router {
-    pub fn new(options: RouterOptions, cluster: Arc<Cluster>) -> Router {
+    /// Fails when the tokens in the options are unusable.
+    pub fn new(options: RouterOptions, cluster: Arc<Cluster>) -> Result<Router> {
         metrics::init();
+        let auth = Authorizer::from_options(&options)?;
         let inflight = Arc::new(Semaphore::new(options.max_inflight_bytes));
         let cardinality = Cardinality::new(options.max_series_per_db);
-        Router {
+        Ok(Router {
             options,
             cluster,
+            auth,
             cardinality,
             inflight,
             request_prefix: (now_nanos() as u64) ^ (u64::from(std::process::id()) << 40),
             request_seq: AtomicU64::new(0),
             started: SystemTime::now(),
-        }
+        })
     }
 
     pub fn retry_after(&self) -> Duration {

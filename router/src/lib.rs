@@ -3,6 +3,7 @@
 //! hashes series, splits by shard and forwards one Arrow IPC batch per
 //! (shard, measurement) to the shard leader; fans SELECTs out for read-back.
 
+pub mod auth;
 pub mod batch;
 pub mod cardinality;
 pub mod cluster;
@@ -23,6 +24,7 @@ pub mod sql_merge;
 pub mod sql_plan;
 pub mod sql_value;
 pub mod storage_admin;
+pub mod tls;
 
 pub use error::{Error, Result};
 
@@ -90,35 +92,75 @@ pub async fn start(
     let grpc_addr = grpc_listener
         .local_addr()
         .map_err(|e| Error::Internal(e.to_string()))?;
-    let router = Arc::new(ingest::Router::new(options, cluster));
+    // Both listeners speak TLS when a certificate is configured (validate()
+    // checked the two files go together).
+    let tls = match (&options.tls_cert_file, &options.tls_key_file) {
+        (Some(cert), Some(key)) => Some(tls::RouterTls::start(
+            cert.clone(),
+            key.clone(),
+            tls::RELOAD_POLL,
+        )?),
+        _ => None,
+    };
+    let router = Arc::new(ingest::Router::new(options, cluster)?);
     let app = http::app(router.clone());
-    let http_task = tokio::spawn(async move {
-        // No Nagle: a response written in pieces must not wait for the
-        // client's delayed ACK (~40 ms per request at low load).
-        let http_listener = http_listener.tap_io(|tcp| {
-            let _ = tcp.set_nodelay(true);
-        });
-        if let Err(e) = axum::serve(http_listener, app).await {
-            tracing::error!(error = %e, "http server stopped");
+    let http_task = match tls.as_ref().map(|t| t.http.clone()) {
+        Some(config) => {
+            let listener = tls::TlsListener::new(http_listener, config)
+                .map_err(|e| Error::Internal(e.to_string()))?;
+            tokio::spawn(async move {
+                if let Err(e) = axum::serve(listener, app).await {
+                    tracing::error!(error = %e, "https server stopped");
+                }
+            })
         }
-    });
-    let svc = grpc::server(router.clone());
-    let grpc_task = tokio::spawn(async move {
-        // tonic's own tcp_nodelay applies only to listeners it binds.
-        let incoming = tokio_stream::wrappers::TcpListenerStream::new(grpc_listener).map(|tcp| {
-            if let Ok(tcp) = &tcp {
+        None => tokio::spawn(async move {
+            // No Nagle: a response written in pieces must not wait for the
+            // client's delayed ACK (~40 ms per request at low load).
+            let http_listener = http_listener.tap_io(|tcp| {
                 let _ = tcp.set_nodelay(true);
+            });
+            if let Err(e) = axum::serve(http_listener, app).await {
+                tracing::error!(error = %e, "http server stopped");
             }
-            tcp
-        });
-        if let Err(e) = tonic::transport::Server::builder()
-            .add_service(svc)
-            .serve_with_incoming(incoming)
-            .await
-        {
-            tracing::error!(error = %e, "grpc server stopped");
+        }),
+    };
+    let svc = grpc::server(router.clone());
+    let grpc_task = match tls.map(|t| t.grpc) {
+        Some(config) => {
+            let incoming = tokio_stream::wrappers::ReceiverStream::new(tls::accept_tls(
+                grpc_listener,
+                config,
+            ))
+            .map(|(conn, _)| Ok::<_, std::io::Error>(conn));
+            tokio::spawn(async move {
+                if let Err(e) = tonic::transport::Server::builder()
+                    .add_service(svc)
+                    .serve_with_incoming(incoming)
+                    .await
+                {
+                    tracing::error!(error = %e, "grpc (TLS) server stopped");
+                }
+            })
         }
-    });
+        None => tokio::spawn(async move {
+            // tonic's own tcp_nodelay applies only to listeners it binds.
+            let incoming =
+                tokio_stream::wrappers::TcpListenerStream::new(grpc_listener).map(|tcp| {
+                    if let Ok(tcp) = &tcp {
+                        let _ = tcp.set_nodelay(true);
+                    }
+                    tcp
+                });
+            if let Err(e) = tonic::transport::Server::builder()
+                .add_service(svc)
+                .serve_with_incoming(incoming)
+                .await
+            {
+                tracing::error!(error = %e, "grpc server stopped");
+            }
+        }),
+    };
     Ok(RunningRouter {
         http_addr,
         grpc_addr,

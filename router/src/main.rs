@@ -3,6 +3,7 @@
 
 use anyhow::Context;
 use clap::Parser;
+use shardhouse_common::credential::ClusterToken;
 use shardhouse_router::cluster::{watch_shard_map, Cluster};
 use shardhouse_router::config::{Flags, RouterOptions};
 use std::io::Write;
@@ -31,7 +32,11 @@ async fn main() -> anyhow::Result<()> {
             Duration::from_secs(options.retry_after_secs.max(1)),
         )
         .with_write_coalescing(options.max_shard_rpcs, options.max_coalesce_bytes)
-        .with_node_batching(options.max_node_rpcs),
+        .with_node_batching(options.max_node_rpcs)
+        .with_cluster_token(
+            ClusterToken::load(options.cluster_token_file.as_deref())
+                .context("loading the cluster credential")?,
+        ),
     );
     tokio::spawn(watch_shard_map(
         cluster.clone(),

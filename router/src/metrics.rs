@@ -119,6 +119,16 @@ pub static SERIES_CARDINALITY: LazyLock<IntGaugeVec> = LazyLock::new(|| {
     ))
 });
 
+/// TLS listener events: `reload` (new certificate in use), `reload_failed`
+/// (changed files that do not load), `handshake_failed`.
+pub static TLS_EVENTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    must!(register_int_counter_vec!(
+        "shardhouse_router_tls_events_total",
+        "TLS certificate reloads and failed handshakes",
+        &["event"]
+    ))
+});
+
 /// Registers every metric so `/metrics` lists them before first use.
 pub fn init() {
     LazyLock::force(&REQUESTS);
@@ -135,6 +145,7 @@ pub fn init() {
     LazyLock::force(&WRITE_SECONDS);
     LazyLock::force(&INFLIGHT_BYTES);
     LazyLock::force(&SERIES_CARDINALITY);
+    LazyLock::force(&TLS_EVENTS);
 }
 
 /// Observes the elapsed time into a histogram when dropped.

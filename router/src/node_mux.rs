@@ -22,7 +22,7 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
-use tonic::transport::Channel;
+use shardhouse_common::credential::CredentialChannel;
 
 /// What a node answered for one write, or why the call failed.
 pub type Answer = std::result::Result<WriteResponse, tonic::Status>;
@@ -51,7 +51,7 @@ impl Queued {
 /// `waiting` counts writes sent to the queue and not yet in a call; the
 /// caller increments it before sending.
 pub fn spawn(
-    client: NodeClient<Channel>,
+    client: NodeClient<CredentialChannel>,
     max_rpcs: usize,
     max_bytes: usize,
     waiting: Arc<AtomicUsize>,
@@ -71,7 +71,7 @@ pub fn spawn(
     tx
 }
 
-async fn send_group(mut client: NodeClient<Channel>, group: Vec<Queued>) {
+async fn send_group(mut client: NodeClient<CredentialChannel>, group: Vec<Queued>) {
     metrics::NODE_CALL_WRITES.observe(group.len() as f64);
     let Some(deadline) = group.iter().map(|q| q.deadline).max() else {
         return;
@@ -126,7 +126,7 @@ async fn send_group(mut client: NodeClient<Channel>, group: Vec<Queued>) {
 
 /// One shard write as its own Node.Write.
 pub(crate) async fn call_one(
-    client: &mut NodeClient<Channel>,
+    client: &mut NodeClient<CredentialChannel>,
     req: WriteRequest,
     timeout: std::time::Duration,
 ) -> Answer {

@@ -23,7 +23,8 @@ use shardhouse_common::proto::{
 
 use crate::cluster::Cluster;
 use crate::error::{Error, Result};
-use crate::http::{check_token, error_response, parse_params, presented_token};
+use crate::auth::Role;
+use crate::http::{authorize, error_response, parse_params, presented_token};
 use crate::ingest::Router;
 
 /// How long one admin request may take across every shard.
@@ -288,17 +289,17 @@ fn database_param(params: &BTreeMap<String, String>) -> Result<String> {
     Ok(db.to_owned())
 }
 
-/// The request's query parameters, once its token is checked (as for writes).
+/// The request's query parameters, once its token is checked for `need`
+/// (admin for every change; listing databases reads) on its `db`.
 fn authorized_params(
     r: &Router,
     query: Option<&str>,
     headers: &HeaderMap,
+    need: Role,
 ) -> Result<BTreeMap<String, String>> {
     let params = parse_params(query)?;
-    check_token(
-        &r.options.auth_tokens,
-        presented_token(headers, Some(&params)),
-    )?;
+    let db = params.get("db").map_or("", String::as_str);
+    authorize(r, presented_token(headers, Some(&params)), need, &[db])?;
     Ok(params.into_iter().collect())
 }
 
@@ -320,7 +321,12 @@ pub async fn databases(
 ) -> Response {
     let endpoint = "databases";
     let res = async {
-        let params = authorized_params(&r, query.as_deref(), &headers)?;
+        let need = if method == Method::GET {
+            Role::Read
+        } else {
+            Role::Admin
+        };
+        let params = authorized_params(&r, query.as_deref(), &headers, need)?;
         if method == Method::GET {
             let dbs = r.cluster.databases_all().await?;
             let list: Vec<serde_json::Value> = dbs
@@ -366,7 +372,7 @@ pub async fn retention(
 ) -> Response {
     let endpoint = "retention";
     let res = async {
-        let params = authorized_params(&r, query.as_deref(), &headers)?;
+        let params = authorized_params(&r, query.as_deref(), &headers, Role::Admin)?;
         let db = database_param(&params)?;
         let retention_ns =
             parse_retention(required(&params, "retention")?).map_err(Error::BadRequest)?;
@@ -393,7 +399,7 @@ pub async fn drop_measurement(
 ) -> Response {
     let endpoint = "drop_measurement";
     let res = async {
-        let params = authorized_params(&r, query.as_deref(), &headers)?;
+        let params = authorized_params(&r, query.as_deref(), &headers, Role::Admin)?;
         let db = database_param(&params)?;
         let measurement = required(&params, "measurement")?.to_owned();
         let op = storage_op::Op::DropMeasurement(DropMeasurement {
@@ -416,7 +422,7 @@ pub async fn delete(
 ) -> Response {
     let endpoint = "delete";
     let res = async {
-        let params = authorized_params(&r, query.as_deref(), &headers)?;
+        let params = authorized_params(&r, query.as_deref(), &headers, Role::Admin)?;
         let db = database_param(&params)?;
         let bytes = axum::body::to_bytes(body, 1 << 20)
             .await

@@ -1,9 +1,13 @@
 //! Credentials: `Authorization: Token|Bearer|Basic` (Basic through the
-//! `base64` crate) or the v1 `p` query parameter, checked in constant time.
+//! `base64` crate) or the v1 `p` query parameter, checked in constant time
+//! against the tokens and roles of `crate::auth`.
 
-use crate::error::{Error, Result};
+use crate::auth::{statement, Access, Role};
+use crate::error::Result;
+use crate::ingest::{Router, WriteOutcome};
 use axum::http::{header, HeaderMap};
 use base64::Engine as _;
+use shardhouse_influxql::Statement;
 use std::collections::HashMap;
 
 /// Token from `Authorization: Token <t>` / `Bearer <t>` / `Basic` (the
@@ -33,30 +37,50 @@ pub(crate) fn presented_token(
     params.and_then(|p| p.get("p").cloned())
 }
 
-/// 401 when no credentials were presented, 403 when they are wrong.
-pub fn check_token(tokens: &[String], presented: Option<String>) -> Result<()> {
-    if tokens.is_empty() {
-        return Ok(());
-    }
-    match presented {
-        None => Err(Error::Unauthorized(
-            "send `Authorization: Token <token>` (v1 also accepts u/p query or Basic auth)".into(),
-        )),
-        Some(t)
-            if tokens
-                .iter()
-                .any(|k| constant_time_eq(k.as_bytes(), t.as_bytes())) =>
-        {
-            Ok(())
-        }
-        Some(_) => Err(Error::Forbidden(
-            "the token is not valid for this router".into(),
-        )),
+/// 401 for a missing or unknown token, 403 naming the role or database the
+/// token lacks (`crate::auth` decides; this only adapts the request).
+pub(crate) fn authorize(
+    r: &Router,
+    presented: Option<String>,
+    need: Role,
+    databases: &[&str],
+) -> Result<Access> {
+    r.auth.authorize(presented.as_deref(), need, databases)
+}
+
+/// Every write endpoint: the `write` role on `db`, then the token's write
+/// rate limit (429 with Retry-After).
+pub(crate) fn admit_write(r: &Router, presented: Option<&str>, db: &str) -> Result<Access> {
+    let access = r.auth.authorize(presented, Role::Write, &[db])?;
+    r.auth.admit_write(access)?;
+    Ok(access)
+}
+
+/// Charges the points a write stored to its token's point bucket.
+pub(crate) fn charge_write(r: &Router, access: Access, res: &Result<WriteOutcome>) {
+    if let Ok(outcome) = res {
+        r.auth.charge_points(access, outcome.summary.points as u64);
     }
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+/// `/query` once parsed: the role the statements need (admin for any
+/// create, drop or delete) on the request's database and every database
+/// the statements name.
+pub(crate) fn permit_statements(
+    r: &Router,
+    who: Access,
+    statements: &[Statement],
+    database: &str,
+) -> Result<()> {
+    let mut databases: Vec<&str> = statements
+        .iter()
+        .flat_map(statement::named_databases)
+        .collect();
+    if !database.is_empty() {
+        databases.push(database);
+    }
+    r.auth
+        .permit(who, statement::required_role_all(statements), &databases)
 }
 
 /// Base64 of Basic credentials: the standard alphabet, padding optional.
@@ -69,7 +93,7 @@ const BASE64: base64::engine::GeneralPurpose = base64::engine::GeneralPurpose::n
 #[cfg(test)]
 mod tests {
     use super::*;
-    use axum::http::{HeaderValue, StatusCode};
+    use axum::http::HeaderValue;
 
     #[test]
     fn basic_auth_decode() {
@@ -82,22 +106,5 @@ mod tests {
             h.insert(header::AUTHORIZATION, HeaderValue::from_static(v));
             assert_eq!(presented_token(&h, None).as_deref(), want, "{v}");
         }
-    }
-
-    #[test]
-    fn missing_token_is_401_wrong_token_is_403() {
-        let tokens = vec!["t1".to_string()];
-        assert!(check_token(&[], None).is_ok());
-        assert_eq!(
-            check_token(&tokens, None).unwrap_err().status(),
-            StatusCode::UNAUTHORIZED
-        );
-        assert_eq!(
-            check_token(&tokens, Some("nope".into()))
-                .unwrap_err()
-                .status(),
-            StatusCode::FORBIDDEN
-        );
-        assert!(check_token(&tokens, Some("t1".into())).is_ok());
     }
 }

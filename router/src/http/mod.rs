@@ -11,7 +11,7 @@ mod params;
 mod sql;
 mod write;
 
-pub use auth::check_token;
+pub(crate) use auth::{admit_write, authorize, charge_write, permit_statements};
 pub(crate) use auth::presented_token;
 pub(crate) use body::{content_encoding, read_body, read_raw_body};
 pub use health::{go_duration, health_body};

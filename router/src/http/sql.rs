@@ -1,6 +1,7 @@
 //! `/api/v1/sql`: SQL read-back over every shard (`crate::query`).
 
-use super::{check_token, error_response, parse_params, presented_token, read_body};
+use super::{authorize, error_response, parse_params, presented_token, read_body};
+use crate::auth::Role;
 use crate::error::Error;
 use crate::ingest::Router;
 use crate::{metrics, query};
@@ -19,9 +20,12 @@ pub(super) async fn sql(
     let endpoint = "sql";
     let res = async {
         let params = parse_params(query.as_deref())?;
-        check_token(
-            &r.options.auth_tokens,
+        let db_named = params.get("db").map_or("", String::as_str);
+        authorize(
+            &r,
             presented_token(&headers, Some(&params)),
+            Role::Read,
+            &[db_named],
         )?;
         let q = match params.get("q") {
             Some(q) => q.clone(),

@@ -3,7 +3,7 @@
 
 use super::params::precision_param;
 use super::{
-    check_token, content_encoding, error_response, json_error, parse_params, presented_token,
+    admit_write, charge_write, content_encoding, error_response, json_error, parse_params, presented_token,
     read_body, read_raw_body,
 };
 use crate::error::{Error, Result};
@@ -87,7 +87,8 @@ async fn write_lines(
     let prep = async {
         let params = parse_params(query.as_deref())?;
         let token = presented_token(&headers, v1.then_some(&params));
-        check_token(&r.options.auth_tokens, token)?;
+        let named = params.get(if v1 { "db" } else { "bucket" });
+        let access = admit_write(&r, token.as_deref(), named.map_or("", String::as_str))?;
         let db = if v1 {
             params
                 .get("db")
@@ -104,9 +105,9 @@ async fn write_lines(
         metrics::BYTES
             .with_label_values(&[endpoint])
             .inc_by(body.len() as u64);
-        Ok::<_, Error>((db.clone(), precision, body))
+        Ok::<_, Error>((db.clone(), precision, body, access))
     };
-    let (db, precision, body) = match prep.await {
+    let (db, precision, body, access) = match prep.await {
         Ok(x) => x,
         Err(e) => return error_response(endpoint, &e),
     };
@@ -115,6 +116,7 @@ async fn write_lines(
             b.add_line_protocol(&body)
         })
         .await;
+    charge_write(&r, access, &res);
     write_response(endpoint, "line", res, started)
 }
 
@@ -162,23 +164,24 @@ pub(super) async fn write_msgpack(
     let started = Instant::now();
     let prep = async {
         let params = parse_params(query.as_deref())?;
-        check_token(
-            &r.options.auth_tokens,
-            presented_token(&headers, Some(&params)),
-        )?;
         let precision = precision_param(&params, true)?;
         let db = params
             .get("db")
             .or_else(|| params.get("bucket"))
             .cloned()
             .unwrap_or_else(|| "default".into());
+        let access = admit_write(
+            &r,
+            presented_token(&headers, Some(&params)).as_deref(),
+            &db,
+        )?;
         let body = read_body(&headers, body, r.options.max_body_bytes).await?;
         metrics::BYTES
             .with_label_values(&[endpoint])
             .inc_by(body.len() as u64);
-        Ok::<_, Error>((db, precision, body))
+        Ok::<_, Error>((db, precision, body, access))
     };
-    let (db, precision, body) = match prep.await {
+    let (db, precision, body, access) = match prep.await {
         Ok(x) => x,
         Err(e) => return error_response(endpoint, &e),
     };
@@ -217,6 +220,7 @@ pub(super) async fn write_msgpack(
             }
         })
         .await;
+    charge_write(&r, access, &res);
     write_response(endpoint, "point", res, started)
 }
 
@@ -231,14 +235,15 @@ pub(super) async fn write_prom(
     let limit = r.options.max_body_bytes;
     let prep = async {
         let params = parse_params(query.as_deref())?;
-        check_token(
-            &r.options.auth_tokens,
-            presented_token(&headers, Some(&params)),
-        )?;
         let db = params
             .get("db")
             .cloned()
             .unwrap_or_else(|| "prometheus".into());
+        let access = admit_write(
+            &r,
+            presented_token(&headers, Some(&params)).as_deref(),
+            &db,
+        )?;
         // remote_write bodies are snappy block format (Prometheus says
         // `Content-Encoding: snappy`); nothing else is read.
         content_encoding(&headers, &["snappy"])?;
@@ -257,9 +262,9 @@ pub(super) async fn write_prom(
         let req = <prom_proto::WriteRequest as prost::Message>::decode(&raw[..]).map_err(|e| {
             Error::BadRequest(format!("body is not a remote_write WriteRequest: {e}"))
         })?;
-        Ok::<_, Error>((db, req, compressed.len()))
+        Ok::<_, Error>((db, req, compressed.len(), access))
     };
-    let (db, req, size) = match prep.await {
+    let (db, req, size, access) = match prep.await {
         Ok(x) => x,
         Err(e) => return error_response(endpoint, &e),
     };
@@ -307,5 +312,6 @@ pub(super) async fn write_prom(
             }
         })
         .await;
+    charge_write(&r, access, &res);
     write_response(endpoint, "sample", res, started)
 }

@@ -25,8 +25,7 @@ use shardhouse_influxql::{ParamValue, Params, Statement};
 use shardhouse_query::encode::{self, CsvWriter, Format, StatementResult};
 use tokio::time::Instant;
 
-use crate::error::Error;
-use crate::http::{check_token, parse_params, presented_token};
+use crate::http::{parse_params, presented_token};
 use crate::ingest::Router;
 use crate::metrics;
 
@@ -92,16 +91,13 @@ async fn answer(r: &Router, query: Option<&str>, headers: &HeaderMap, body: Body
             Err(e) => return request_error(StatusCode::BAD_REQUEST, &e),
         }
     }
-    if let Err(e) = check_token(
-        &r.options.auth_tokens,
-        presented_token(headers, Some(&params)),
-    ) {
-        let status = match e {
-            Error::Forbidden(_) => StatusCode::FORBIDDEN,
-            _ => StatusCode::UNAUTHORIZED,
-        };
-        return request_error(status, &e.to_string());
-    }
+    let who = match r
+        .auth
+        .authenticate(presented_token(headers, Some(&params)).as_deref())
+    {
+        Ok(who) => who,
+        Err(e) => return request_error(StatusCode::UNAUTHORIZED, &e.to_string()),
+    };
     let Some(q) = params.get("q").filter(|q| !q.trim().is_empty()) else {
         return request_error(StatusCode::BAD_REQUEST, "missing required parameter \"q\"");
     };
@@ -123,6 +119,10 @@ async fn answer(r: &Router, query: Option<&str>, headers: &HeaderMap, body: Body
         return request_error(StatusCode::BAD_REQUEST, &message);
     }
     let database = params.get("db").map(String::as_str).unwrap_or("");
+    // The role the statements need (admin for create, drop, delete).
+    if let Err(e) = crate::http::permit_statements(r, who, &parsed.statements, database) {
+        return request_error(StatusCode::FORBIDDEN, &e.to_string());
+    }
     let mut format = Format::from_params(
         params.get("epoch").map(String::as_str),
         params.get("pretty").map(String::as_str),
