@@ -15,6 +15,7 @@ DATA=${SHARDHOUSE_DATA:-./.data/local}
 source "$DATA/cluster.env"
 ((K >= 1 && K <= CREATED_NODES)) || sh_die "node $K is not in this cluster (1..$CREATED_NODES)"
 SH_FIXED_PORTS=1 sh_cluster_init "$DATA" "$CREATED_NODES"
+sh_cluster_credential
 sh_alive "node-$K" && sh_die "node-$K is running (pid $(sh_pid_of "node-$K"))"
 sh_alive etcd || sh_die "etcd of this cluster is not running; restart the whole cluster with make run"
 sh_start_node "$K"

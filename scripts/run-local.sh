@@ -28,6 +28,7 @@ for engine in "$DATA"/node-*/engine; do
 done
 
 SH_FIXED_PORTS=1 sh_cluster_init "$DATA" "$NODES"
+sh_cluster_credential
 sh_check_not_running
 
 stopping=0

@@ -43,6 +43,18 @@ sh_free_port() {
 # Creates the layout and chooses ports (kept in ports.env across restarts).
 # With SH_FIXED_PORTS=1 (make run) the well-known ports are used:
 # etcd 2379/2380, router 8086/8087, node k grpc 7100+2k http 7101+2k.
+# The cluster credential nodes require on gRPC and routers present
+# (docs/operations.md "Locked doors"): made once per data directory and
+# passed to every process through SHARDHOUSE_CLUSTER_TOKEN.
+sh_cluster_credential() {
+  local f="$SH_DATA/cluster-token"
+  if [ ! -s "$f" ]; then
+    (umask 077 && od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >"$f")
+  fi
+  SHARDHOUSE_CLUSTER_TOKEN=$(cat "$f")
+  export SHARDHOUSE_CLUSTER_TOKEN
+}
+
 sh_cluster_init() {
   SH_DATA=$1
   SH_NODES=$2
