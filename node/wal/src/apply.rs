@@ -14,6 +14,7 @@ use tokio::sync::oneshot;
 
 use crate::clock::{self, Clock};
 use crate::error::{Result, WalError};
+use crate::poller::PollMsg;
 use crate::snapshot::GeneratedSnapshot;
 use crate::{
     metrics, policy, ApplyOutcome, ApplyStall, Committed, ShardHandle, ShardId, StateMachine,
@@ -69,18 +70,27 @@ pub enum ApplyMsg {
     GenSnapshot {
         shard: ShardId,
     },
-    Restore {
-        shard: ShardId,
-        index: u64,
-        conf_state: ConfState,
-        data: Bytes,
-        done: Sender<Result<(), String>>,
-    },
+    /// Replace the shard's state by a received snapshot. Jumps the queue:
+    /// entries waiting behind a stalled one at or below `index` are covered
+    /// by the snapshot. A failure is retried with backoff like a failed
+    /// apply (reported as the shard's stall); `done` hears only of success.
+    Restore(PendingRestore),
     /// A manual clock moved: retry stalled entries that are due.
     Tick,
     /// Answered once everything sent before it is handled.
     Barrier(Sender<()>),
     Shutdown,
+}
+
+/// A snapshot to restore, kept until the state machine took it.
+pub struct PendingRestore {
+    pub shard: ShardId,
+    pub index: u64,
+    pub conf_state: ConfState,
+    pub data: Bytes,
+    /// Told once the state machine holds the snapshot, so the poll thread
+    /// replaces the log (it never waits for this).
+    pub done: Sender<PollMsg>,
 }
 
 struct ApplyShard {
@@ -97,8 +107,12 @@ struct ApplyShard {
     /// everything after it waits, because skipping it would let the
     /// flushed index (and log compaction) pass an entry never stored.
     backlog: VecDeque<ApplyItem>,
-    /// When to retry the failed entry at the front of `backlog`.
+    /// When to retry the failed entry at the front of `backlog` (or the
+    /// failed restore).
     retry_at: Option<Instant>,
+    /// A received snapshot the state machine failed to restore so far; it
+    /// goes before the backlog.
+    restore: Option<PendingRestore>,
 }
 
 const CONF_HISTORY: usize = 16;
@@ -159,6 +173,45 @@ impl ApplyShard {
         }
     }
 
+    /// Retries what is stuck: the pending restore first, then the backlog.
+    fn resume(&mut self, sm: &dyn StateMachine, clock: &Clock) {
+        if self.restore.is_some() && !self.try_restore(sm, clock) {
+            return;
+        }
+        self.drain(sm, clock);
+    }
+
+    /// Restores the pending snapshot. On failure the shard stalls at the
+    /// snapshot's index and the restore is retried with backoff: the log
+    /// is not replaced meanwhile, so nothing is lost and nothing panics.
+    fn try_restore(&mut self, sm: &dyn StateMachine, clock: &Clock) -> bool {
+        let Some(r) = self.restore.take() else {
+            return true;
+        };
+        if let Err(e) = sm.restore(r.shard, r.index, &r.data) {
+            metrics::RESTORE_FAILURES.inc();
+            self.stall(
+                r.index,
+                format!("restoring the snapshot at index {}: {e}", r.index),
+                clock,
+            );
+            self.restore = Some(r);
+            return false;
+        }
+        self.applied = r.index;
+        self.last_data_index = r.index;
+        self.handle.applied.store(r.index, Ordering::Release);
+        self.conf_history.clear();
+        self.conf_history.push_back((r.index, r.conf_state));
+        // The snapshot covers whatever was stuck at or below it.
+        self.unstall();
+        let _ = r.done.send(PollMsg::Restored {
+            shard: r.shard,
+            index: r.index,
+        });
+        true
+    }
+
     fn stall(&mut self, index: u64, error: String, clock: &Clock) {
         let mut slot = self.handle.apply_stall.lock();
         let attempts = match slot.as_ref() {
@@ -217,7 +270,7 @@ pub fn run(rx: Receiver<ApplyMsg>, sm: Arc<dyn StateMachine>, clock: Clock) {
         let now = clock.now();
         for s in shards.values_mut() {
             if s.retry_at.is_some_and(|at| at <= now) {
-                s.drain(&*sm, &clock);
+                s.resume(&*sm, &clock);
                 s.handle.applied_notify.notify_waiters();
             }
         }
@@ -248,12 +301,14 @@ fn handle_msg(
                     conf_history: VecDeque::from([(conf_index, conf_state)]),
                     backlog: VecDeque::new(),
                     retry_at: None,
+                    restore: None,
                 },
             );
         }
         ApplyMsg::Unregister { shard } => {
             if let Some(mut s) = shards.remove(&shard) {
                 s.backlog.clear();
+                s.restore = None;
                 s.unstall();
             }
         }
@@ -281,28 +336,14 @@ fn handle_msg(
                 }
             }
         }
-        ApplyMsg::Restore {
-            shard,
-            index,
-            conf_state,
-            data,
-            done,
-        } => {
-            let r = sm.restore(shard, index, &data);
-            if r.is_ok() {
-                if let Some(s) = shards.get_mut(&shard) {
-                    s.applied = index;
-                    s.last_data_index = index;
-                    s.handle.applied.store(index, Ordering::Release);
-                    s.conf_history.clear();
-                    s.conf_history.push_back((index, conf_state));
-                    // The snapshot covers whatever was stuck at or below it.
-                    s.unstall();
-                    s.drain(sm, clock);
-                    s.handle.applied_notify.notify_waiters();
-                }
-            }
-            let _ = done.send(r);
+        ApplyMsg::Restore(r) => {
+            let Some(s) = shards.get_mut(&r.shard) else {
+                return;
+            };
+            // A newer snapshot replaces one still failing.
+            s.restore = Some(r);
+            s.resume(sm, clock);
+            s.handle.applied_notify.notify_waiters();
         }
         ApplyMsg::Barrier(tx) => {
             let _ = tx.send(());

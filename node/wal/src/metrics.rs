@@ -89,6 +89,23 @@ pub static APPLY_REJECTED: LazyLock<IntCounter> = LazyLock::new(|| {
     .expect("register shardhouse_wal_apply_rejected_total")
 });
 
+pub static RESTORE_FAILURES: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter!(
+        "shardhouse_wal_snapshot_restore_failures_total",
+        "Failed attempts to restore a received snapshot into the state machine (retried with backoff; the shard waits, others go on)"
+    )
+    .expect("register shardhouse_wal_snapshot_restore_failures_total")
+});
+
+pub static REPLICA_REBUILDS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!(
+        "shardhouse_wal_replica_rebuilds_total",
+        "Replicas asked to be rebuilt from a peer's snapshot, by trigger (auto: apply stuck past the bound; manual: shardhouse-ctl)",
+        &["trigger"]
+    )
+    .expect("register shardhouse_wal_replica_rebuilds_total")
+});
+
 /// Registers every WAL metric now, so `/metrics` lists them (at zero)
 /// before the first event.
 pub fn register() {
@@ -101,6 +118,10 @@ pub fn register() {
     LazyLock::force(&APPLY_STALLED_SHARDS);
     LazyLock::force(&APPLY_FAILURES);
     LazyLock::force(&APPLY_REJECTED);
+    LazyLock::force(&RESTORE_FAILURES);
+    for t in ["auto", "manual"] {
+        REPLICA_REBUILDS.with_label_values(&[t]);
+    }
     for d in ["sent", "received"] {
         SNAPSHOTS.with_label_values(&[d]);
     }
@@ -127,6 +148,8 @@ mod tests {
             "shardhouse_wal_apply_stalled_shards",
             "shardhouse_wal_apply_failures_total",
             "shardhouse_wal_apply_rejected_total",
+            "shardhouse_wal_snapshot_restore_failures_total",
+            "shardhouse_wal_replica_rebuilds_total",
         ] {
             assert!(
                 names.iter().any(|n| n == want),

@@ -53,11 +53,22 @@ struct TransferWaiter {
     tx: oneshot::Sender<Result<()>>,
 }
 
+/// A Ready carrying a snapshot, held while the apply thread restores it.
+struct HeldReady {
+    ready: raft::Ready,
+    index: u64,
+    restored: bool,
+}
+
 pub struct Peer {
     shard: ShardId,
     node: RawNode<ShardStorage>,
     handle: Arc<ShardHandle>,
     apply_tx: Sender<ApplyMsg>,
+    /// This shard's poll thread, told when a restore is done.
+    poll_tx: Sender<PollMsg>,
+    /// Set while a received snapshot is being restored.
+    restore: Option<HeldReady>,
     proposals: VecDeque<Proposal>,
     conf_waiters: Vec<ConfWaiter>,
     transfer: Option<TransferWaiter>,
@@ -141,7 +152,8 @@ impl Poller {
             let ticked = now >= next_tick;
             if ticked {
                 next_tick = now + cfg.tick_interval;
-                for p in self.peers.values_mut() {
+                // A shard restoring a snapshot stays still (see `Step`).
+                for p in self.peers.values_mut().filter(|p| p.restore.is_none()) {
                     p.node.tick();
                 }
                 self.check_timeouts();

@@ -54,6 +54,12 @@ pub enum PollMsg {
         shard: ShardId,
         tx: Sender<Result<()>>,
     },
+    /// The apply thread restored a received snapshot into the state
+    /// machine; the shard's held Ready may go on.
+    Restored {
+        shard: ShardId,
+        index: u64,
+    },
     /// A manual clock moved: wakes the thread to tick.
     Tick,
     /// Answered once everything sent before it is handled and a round left
@@ -66,7 +72,10 @@ impl Poller {
     pub(super) fn handle_msg(&mut self, m: PollMsg) {
         match m {
             PollMsg::Step { shard, msg } => {
-                if let Some(p) = self.peers.get_mut(&shard) {
+                // A shard restoring a snapshot holds its Ready, and raft-rs
+                // must not queue new messages until that Ready advanced;
+                // what is dropped here the leader sends again.
+                if let Some(p) = self.peers.get_mut(&shard).filter(|p| p.restore.is_none()) {
                     if let Err(e) = p.node.step(msg) {
                         tracing::debug!(shard, error = %e, "raft step rejected a message");
                     }
@@ -190,6 +199,12 @@ impl Poller {
                     let _ = tx.send(Err(WalError::ShardNotFound(shard)));
                     return;
                 };
+                if p.restore.is_some() {
+                    let _ = tx.send(Err(WalError::Unavailable(format!(
+                        "shard {shard} is restoring a snapshot here; read from another replica"
+                    ))));
+                    return;
+                }
                 if p.node.raft.leader_id == 0 {
                     let _ = tx.send(Err(WalError::Unavailable(format!(
                         "shard {shard} has no known leader (election in progress); retry"
@@ -214,6 +229,11 @@ impl Poller {
             }
             PollMsg::Destroy { shard, tx } => {
                 let _ = tx.send(self.destroy_peer(shard));
+            }
+            PollMsg::Restored { shard, index } => {
+                if let Some(p) = self.peers.get_mut(&shard) {
+                    p.restored(index);
+                }
             }
             PollMsg::Barrier(tx) => self.barriers.push(tx),
             PollMsg::Tick | PollMsg::Shutdown => {}

@@ -71,6 +71,8 @@ impl Peer {
             shard: handle.shard,
             node,
             apply_tx: inner.apply_tx(handle.shard),
+            poll_tx: inner.poll_txs[inner.poll_idx(handle.shard)].clone(),
+            restore: None,
             handle,
             proposals: VecDeque::new(),
             conf_waiters: Vec::new(),

@@ -9,11 +9,11 @@ use protobuf::Message as _;
 use raft::eraftpb::{
     ConfChange, ConfChangeV2, ConfState, Entry, EntryType, Message, MessageType, Snapshot,
 };
-use raft::{SnapshotStatus, StateRole};
+use raft::{Ready, SnapshotStatus, StateRole};
 use rocksdb::{WriteBatch, WriteOptions};
 
-use super::{Peer, Poller};
-use crate::apply::{ApplyItem, ApplyMsg, ApplyWaiter};
+use super::{HeldReady, Peer, Poller};
+use crate::apply::{ApplyItem, ApplyMsg, ApplyWaiter, PendingRestore};
 use crate::error::WalError;
 use crate::{metrics, policy, Committed, ShardId};
 
@@ -130,31 +130,63 @@ impl Peer {
         r.map_err(|x| x.to_string())
     }
 
-    /// Installs a received snapshot: the state machine first (on the
-    /// shard's apply thread, after every earlier entry), then the log.
-    fn install_snapshot(&mut self, snap: &Snapshot, wb: &mut WriteBatch) {
+    /// The Ready to handle this round, and whether its snapshot (if any)
+    /// is already in the state machine. A Ready held for a restore comes
+    /// back only once the restore is done; until then the shard takes no
+    /// new Ready (it still ticks and steps), and the poll thread serves its
+    /// other shards.
+    fn next_ready(&mut self) -> Option<(Ready, bool)> {
+        match self.restore.take() {
+            Some(h) if h.restored => Some((h.ready, true)),
+            Some(h) => {
+                self.restore = Some(h);
+                None
+            }
+            None => self.node.has_ready().then(|| (self.node.ready(), false)),
+        }
+    }
+
+    /// Whether a round has something to do for this shard.
+    pub(super) fn has_work(&self) -> bool {
+        match &self.restore {
+            Some(h) => h.restored,
+            None => self.node.has_ready(),
+        }
+    }
+
+    /// Hands a received snapshot to the shard's apply thread (after every
+    /// earlier entry) and holds its Ready without waiting: the log is
+    /// replaced only once the state machine has the snapshot, so a crash
+    /// or a failing restore meanwhile leaves the old, consistent log.
+    fn start_restore(&mut self, ready: Ready) {
+        let snap = ready.snapshot();
         let meta = snap.get_metadata();
-        let (done_tx, done_rx) = crossbeam_channel::bounded(1);
-        let _ = self.apply_tx.send(ApplyMsg::Restore {
+        let index = meta.index;
+        tracing::info!(shard = self.shard, index, "restoring a received snapshot");
+        let _ = self.apply_tx.send(ApplyMsg::Restore(PendingRestore {
             shard: self.shard,
-            index: meta.index,
+            index,
             conf_state: meta.get_conf_state().clone(),
             data: snap.data.clone(),
-            done: done_tx,
+            done: self.poll_tx.clone(),
+        }));
+        self.restore = Some(HeldReady {
+            ready,
+            index,
+            restored: false,
         });
-        match done_rx.recv() {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                // Raft already took the snapshot; continuing would leave the
-                // state machine with a hole. Stop loudly instead.
-                tracing::error!(shard = self.shard, error = %e, "state machine failed to restore a snapshot");
-                panic!(
-                    "shard {}: state machine failed to restore snapshot at {}: {e}",
-                    self.shard, meta.index
-                );
-            }
-            Err(_) => panic!("shard {}: apply thread gone during restore", self.shard),
+    }
+
+    /// The state machine restored the snapshot at `index`.
+    pub(super) fn restored(&mut self, index: u64) {
+        if let Some(h) = self.restore.as_mut().filter(|h| h.index == index) {
+            h.restored = true;
         }
+    }
+
+    /// Replaces the log by a snapshot the state machine already restored.
+    fn install_snapshot(&mut self, snap: &Snapshot, wb: &mut WriteBatch) {
+        let meta = snap.get_metadata();
         self.node.mut_store().apply_snapshot(meta, wb);
         self.state_dirty = true;
         metrics::SNAPSHOTS.with_label_values(&["received"]).inc();
@@ -183,14 +215,18 @@ impl Poller {
         let shards: Vec<ShardId> = self.peers.keys().copied().collect();
         for shard in &shards {
             let p = self.peers.get_mut(shard).expect("listed");
-            if !p.node.has_ready() {
+            let Some((mut rd, restored)) = p.next_ready() else {
                 continue;
-            }
-            let mut rd = p.node.ready();
+            };
             // A leader's messages go out before its own fsync (raft thesis
             // 10.2.1), so followers persist in parallel.
             let msgs = rd.take_messages();
             if !rd.snapshot().is_empty() {
+                if !restored {
+                    p.start_restore(rd);
+                    self.collect(*shard, msgs);
+                    continue;
+                }
                 let snap = rd.snapshot().clone();
                 p.install_snapshot(&snap, &mut wb);
                 sync = true;
@@ -309,7 +345,7 @@ impl Poller {
                 max_lag = max_lag.max(st.max_follower_lag);
                 *p.handle.status.lock() = st;
             }
-            busy |= p.state_dirty || p.node.has_ready();
+            busy |= p.state_dirty || p.has_work();
         }
         if ticked {
             self.inner.lag_slots[self.idx].store(max_lag, Ordering::Relaxed);
@@ -328,6 +364,11 @@ impl Poller {
     fn compact(&mut self, wb: &mut WriteBatch) {
         let min_step = self.inner.cfg.compact_min_entries;
         for p in self.peers.values_mut() {
+            if p.restore.is_some() {
+                // The state machine is moving to a snapshot the log does
+                // not reflect yet.
+                continue;
+            }
             let st = p.node.store();
             let applied = p.handle.applied.load(Ordering::Acquire);
             let flushed = self.inner.sm.flushed_index(p.shard);

@@ -314,4 +314,5 @@ mod apply_outcomes;
 mod log_and_restarts;
 mod membership;
 mod network_faults;
+mod stuck_replicas;
 mod wall_clock;

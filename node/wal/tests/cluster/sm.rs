@@ -26,6 +26,10 @@ pub struct MemSm {
     pub fail_at: Mutex<Option<(ShardId, u64)>>,
     /// Failed apply attempts so far.
     pub failures: AtomicU64,
+    /// While set, restoring a snapshot of this shard fails.
+    pub fail_restore: Mutex<Option<ShardId>>,
+    /// Failed restore attempts so far.
+    pub restore_failures: AtomicU64,
 }
 
 /// Payloads starting with this are rejected on apply (a decision every
@@ -154,6 +158,10 @@ impl StateMachine for MemSm {
         Ok((s.flushed, encode(&s.entries)))
     }
     fn restore(&self, shard: ShardId, index: u64, data: &[u8]) -> Result<(), String> {
+        if *self.fail_restore.lock() == Some(shard) {
+            self.restore_failures.fetch_add(1, Ordering::Relaxed);
+            return Err(format!("injected restore failure at {index}"));
+        }
         let mut g = self.shards.lock();
         let s = g.entry(shard).or_default();
         s.entries = decode(data);
