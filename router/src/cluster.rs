@@ -263,7 +263,7 @@ impl Cluster {
         request_id: &str,
         deadline: Instant,
     ) -> Result<()> {
-        let _t = metrics::Timer::new(&metrics::FORWARD_SECONDS);
+        let _t = metrics::FORWARD_SECONDS.start_timer();
         let mut map = self.shard_map()?;
         let mut target = self.first_target(&map, shard)?;
         let mut attempt: u32 = 0;

@@ -132,7 +132,7 @@ impl Router {
             batch.set_timing(true);
             fill(&mut batch);
             metrics::SERIES_HASH_SECONDS.observe(batch.series_seconds());
-            let _b = metrics::Timer::new(&metrics::BATCH_BUILD_SECONDS);
+            let _b = metrics::BATCH_BUILD_SECONDS.start_timer();
             batch.finish()
         };
         let (mut batches, summary) = if budget_bytes > BLOCKING_PARSE_BYTES

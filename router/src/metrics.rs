@@ -5,7 +5,6 @@ use prometheus::{
     register_int_gauge_vec, Histogram, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec,
 };
 use std::sync::LazyLock;
-use std::time::Instant;
 
 const BUCKETS: &[f64] = &[
     0.000_01, 0.000_05, 0.000_1, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
@@ -146,27 +145,6 @@ pub fn init() {
     LazyLock::force(&INFLIGHT_BYTES);
     LazyLock::force(&SERIES_CARDINALITY);
     LazyLock::force(&TLS_EVENTS);
-}
-
-/// Observes the elapsed time into a histogram when dropped.
-pub struct Timer<'a> {
-    hist: &'a Histogram,
-    start: Instant,
-}
-
-impl<'a> Timer<'a> {
-    pub fn new(hist: &'a Histogram) -> Timer<'a> {
-        Timer {
-            hist,
-            start: Instant::now(),
-        }
-    }
-}
-
-impl Drop for Timer<'_> {
-    fn drop(&mut self) {
-        self.hist.observe(self.start.elapsed().as_secs_f64());
-    }
 }
 
 /// Prometheus text of the default registry.

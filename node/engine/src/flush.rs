@@ -166,7 +166,7 @@ impl Inner {
                 kept.tables.insert(name.clone(), tb);
             }
         }
-        let _timer = metrics::Timer::start(&metrics::FLUSH_SECONDS);
+        let _timer = metrics::FLUSH_SECONDS.start_timer();
         let mut written = ShardBuf::default();
         let mut failed: Vec<(TableId, EngineError)> = Vec::new();
         let mut conn = self.pool.get();
@@ -363,7 +363,7 @@ impl Inner {
     /// mistaken for a durable one.
     pub(crate) fn sync_parts(&self) -> Result<()> {
         use std::os::fd::AsRawFd;
-        let _timer = metrics::Timer::start(&metrics::SYNC_SECONDS);
+        let _timer = metrics::SYNC_SECONDS.start_timer();
         // SAFETY: the fd belongs to `self.data_dir`, open for self's lifetime.
         if unsafe { libc::syncfs(self.data_dir.as_raw_fd()) } == 0 {
             return Ok(());

@@ -100,27 +100,6 @@ pub fn register() {
     LazyLock::force(&RETENTION_PARTITIONS_DROPPED);
 }
 
-/// Records the elapsed time into a histogram when dropped.
-pub struct Timer {
-    hist: &'static Histogram,
-    start: std::time::Instant,
-}
-
-impl Timer {
-    pub fn start(hist: &'static Histogram) -> Timer {
-        Timer {
-            hist,
-            start: std::time::Instant::now(),
-        }
-    }
-}
-
-impl Drop for Timer {
-    fn drop(&mut self) {
-        self.hist.observe(self.start.elapsed().as_secs_f64());
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #[test]
