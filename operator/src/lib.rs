@@ -73,5 +73,57 @@ pub enum Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+impl shardhouse_common::status::ErrorExt for Error {
+    fn status_code(&self) -> shardhouse_common::status::StatusCode {
+        use shardhouse_common::status::StatusCode as S;
+        match self {
+            // The API server, etcd or a node may answer on the next try;
+            // a changed map or an unregistered node settles by itself.
+            Error::Kube(_)
+            | Error::Etcd { .. }
+            | Error::ShardMapConflict { .. }
+            | Error::UnknownNode { .. }
+            | Error::Admin { .. }
+            | Error::NodeUnreachable { .. } => S::Unavailable,
+            Error::Timeout { .. } => S::Timeout,
+            Error::NoShardMap { .. } => S::NotFound,
+            Error::Plan(_) | Error::MissingField(_) => S::InvalidArgument,
+            Error::ShardMapFormat(_) | Error::Finalizer(_) => S::Internal,
+        }
+    }
+}
+
+#[cfg(test)]
+mod status_tests {
+    use super::*;
+    use shardhouse_common::status::{ErrorExt as _, StatusCode as S};
+
+    #[test]
+    fn each_error_has_one_status() {
+        let table = [
+            (Error::NoShardMap { key: "k".into() }, S::NotFound, false),
+            (Error::ShardMapConflict { epoch: 3 }, S::Unavailable, true),
+            (Error::UnknownNode { node_id: 2 }, S::Unavailable, true),
+            (
+                Error::Timeout {
+                    what: "x".into(),
+                    secs: 5,
+                },
+                S::Timeout,
+                true,
+            ),
+            (
+                Error::MissingField("metadata.name"),
+                S::InvalidArgument,
+                false,
+            ),
+        ];
+        for (e, code, retry) in table {
+            assert_eq!(e.status_code(), code, "{e}");
+            assert_eq!(e.status_code().is_retryable(), retry, "{e}");
+        }
+    }
+}
+
 #[cfg(test)]
 mod mock_api_tests;
