@@ -3,8 +3,8 @@
 
 use super::params::precision_param;
 use super::{
-    admit_write, charge_write, content_encoding, error_response, json_error, parse_params, presented_token,
-    read_body, read_raw_body,
+    admit_write, charge_write, content_encoding, error_response, json_error, parse_params,
+    presented_token, read_body, read_raw_body,
 };
 use crate::error::{Error, Result};
 use crate::ingest::{Router, WriteOutcome};
@@ -154,6 +154,20 @@ impl<'a> MsgValue<'a> {
     }
 }
 
+fn decode_points(body: &[u8]) -> Result<Vec<MsgPoint<'_>>> {
+    rmp_serde::from_slice(body).map_err(|e| {
+        Error::BadRequest(format!(
+            "body is not a msgpack array of {{measurement, tags, fields, timestamp}} maps: {e}"
+        ))
+    })
+}
+
+/// Decodes a msgpack body as `/api/v1/write/msgpack` does and counts its
+/// points (property tests and the fuzz target call this).
+pub fn decode_msgpack(body: &[u8]) -> Result<usize> {
+    decode_points(body).map(|p| p.len())
+}
+
 pub(super) async fn write_msgpack(
     State(r): State<Arc<Router>>,
     RawQuery(query): RawQuery,
@@ -170,11 +184,7 @@ pub(super) async fn write_msgpack(
             .or_else(|| params.get("bucket"))
             .cloned()
             .unwrap_or_else(|| "default".into());
-        let access = admit_write(
-            &r,
-            presented_token(&headers, Some(&params)).as_deref(),
-            &db,
-        )?;
+        let access = admit_write(&r, presented_token(&headers, Some(&params)).as_deref(), &db)?;
         let body = read_body(&headers, body, r.options.max_body_bytes).await?;
         metrics::BYTES
             .with_label_values(&[endpoint])
@@ -185,16 +195,9 @@ pub(super) async fn write_msgpack(
         Ok(x) => x,
         Err(e) => return error_response(endpoint, &e),
     };
-    let points: Vec<MsgPoint<'_>> = match rmp_serde::from_slice(&body) {
+    let points = match decode_points(&body) {
         Ok(p) => p,
-        Err(e) => {
-            return error_response(
-                endpoint,
-                &Error::BadRequest(format!(
-                "body is not a msgpack array of {{measurement, tags, fields, timestamp}} maps: {e}"
-            )),
-            )
-        }
+        Err(e) => return error_response(endpoint, &e),
     };
     let res = r
         .write(endpoint, &db, body.len(), precision, |b| {
@@ -239,11 +242,7 @@ pub(super) async fn write_prom(
             .get("db")
             .cloned()
             .unwrap_or_else(|| "prometheus".into());
-        let access = admit_write(
-            &r,
-            presented_token(&headers, Some(&params)).as_deref(),
-            &db,
-        )?;
+        let access = admit_write(&r, presented_token(&headers, Some(&params)).as_deref(), &db)?;
         // remote_write bodies are snappy block format (Prometheus says
         // `Content-Encoding: snappy`); nothing else is read.
         content_encoding(&headers, &["snappy"])?;
