@@ -48,6 +48,12 @@ pub struct WalConfig {
     /// waits. Keep it well above the SST demand (about a third of the WAL
     /// ingest rate) or memtables pile up until RocksDB stalls writes.
     pub sst_write_bytes_per_sec: u64,
+    /// A replica whose apply failed this many times at the same entry is
+    /// rebuilt from its leader's snapshot (a leader hands leadership to a
+    /// healthy voter first). With the 100 ms-doubling retry backoff, 10
+    /// attempts is about a minute. 0 = never automatically (by hand with
+    /// [`Wal::rebuild_replica`](crate::Wal::rebuild_replica) only).
+    pub rebuild_after_failed_applies: u32,
     /// Wall-clock ticks in production; [`TickSource::Manual`] lets a test
     /// step time with [`Wal::tick`](crate::Wal::tick).
     pub ticks: TickSource,
@@ -77,6 +83,7 @@ impl Default for WalConfig {
             write_buffer_bytes: 256 << 20,
             sst_bytes_per_sync: 1 << 20,
             sst_write_bytes_per_sec: 48 << 20,
+            rebuild_after_failed_applies: 10,
             ticks: TickSource::WallClock,
         }
     }

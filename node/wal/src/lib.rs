@@ -39,7 +39,7 @@ pub use edges::{ApplyOutcome, StateMachine, Transport};
 pub use error::{Result, WalError};
 pub use raft;
 pub use raft::eraftpb;
-pub use status::{ApplyStall, Committed, Role, ShardStatus, WalStats};
+pub use status::{ApplyStall, Committed, Rebuild, Role, ShardStatus, WalStats};
 
 use apply::ApplyMsg;
 use clock::Clock;
@@ -398,6 +398,20 @@ impl Wal {
         let (tx, rx) = oneshot::channel();
         self.inner.poll_txs[h.poll_idx]
             .send(PollMsg::TransferLeader { shard, to, tx })
+            .map_err(|_| WalError::Shutdown)?;
+        rx.await.map_err(|_| WalError::Shutdown)?
+    }
+
+    /// Rebuilds this node's replica of `shard` from its leader's snapshot
+    /// (replacing its state machine's copy); a leader first hands
+    /// leadership to another voter. Returns once the rebuild is under way;
+    /// `ShardStatus::rebuilding` is set until the snapshot is restored.
+    pub async fn rebuild_replica(&self, shard: ShardId) -> Result<()> {
+        self.check_open()?;
+        let h = self.handle(shard)?;
+        let (tx, rx) = oneshot::channel();
+        self.inner.poll_txs[h.poll_idx]
+            .send(PollMsg::Rebuild { shard, tx })
             .map_err(|_| WalError::Shutdown)?;
         rx.await.map_err(|_| WalError::Shutdown)?
     }

@@ -6,6 +6,7 @@
 mod messages;
 mod peer;
 mod ready;
+mod rebuild;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
@@ -69,6 +70,8 @@ pub struct Peer {
     poll_tx: Sender<PollMsg>,
     /// Set while a received snapshot is being restored.
     restore: Option<HeldReady>,
+    /// Set while this replica is to be rebuilt from its leader's snapshot.
+    rebuild: Option<rebuild::RebuildState>,
     proposals: VecDeque<Proposal>,
     conf_waiters: Vec<ConfWaiter>,
     transfer: Option<TransferWaiter>,
@@ -157,6 +160,7 @@ impl Poller {
                     p.node.tick();
                 }
                 self.check_timeouts();
+                self.drive_rebuilds();
             }
             let compact = now >= next_compact;
             if compact {

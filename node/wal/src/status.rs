@@ -41,6 +41,28 @@ pub struct ShardStatus {
     /// the failure, and how many attempts were made. The shard's applied
     /// index stays below that entry until it succeeds.
     pub apply_stalled: Option<ApplyStall>,
+    /// Set from the moment this replica is to be rebuilt from its leader's
+    /// snapshot (apply stuck past the bound, or asked by hand) until the
+    /// snapshot is in its state machine.
+    pub rebuilding: Option<Rebuild>,
+}
+
+/// Why a replica is being rebuilt from a peer's snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rebuild {
+    /// Its apply failed `rebuild_after_failed_applies` times at one entry.
+    Automatic,
+    /// [`Wal::rebuild_replica`](crate::Wal::rebuild_replica) (shardhouse-ctl).
+    Manual,
+}
+
+impl Rebuild {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rebuild::Automatic => "auto",
+            Rebuild::Manual => "manual",
+        }
+    }
 }
 
 /// Why a shard's apply is stuck (see [`StateMachine::apply`](crate::StateMachine::apply)).

@@ -13,7 +13,7 @@ use tokio::sync::oneshot;
 
 use super::{ConfWaiter, Poller, Proposal, ReadWaiter, TransferWaiter};
 use crate::error::{Result, WalError};
-use crate::{Committed, NodeId, ShardHandle, ShardId};
+use crate::{Committed, NodeId, Rebuild, ShardHandle, ShardId};
 
 pub enum PollMsg {
     Step {
@@ -59,6 +59,11 @@ pub enum PollMsg {
     Restored {
         shard: ShardId,
         index: u64,
+    },
+    /// Rebuild this replica from its leader's snapshot.
+    Rebuild {
+        shard: ShardId,
+        tx: oneshot::Sender<Result<()>>,
     },
     /// A manual clock moved: wakes the thread to tick.
     Tick,
@@ -234,6 +239,17 @@ impl Poller {
                 if let Some(p) = self.peers.get_mut(&shard) {
                     p.restored(index);
                 }
+            }
+            PollMsg::Rebuild { shard, tx } => {
+                let r = match self.peers.get_mut(&shard) {
+                    Some(p) => {
+                        p.want_rebuild(Rebuild::Manual);
+                        *p.handle.status.lock() = p.status();
+                        Ok(())
+                    }
+                    None => Err(WalError::ShardNotFound(shard)),
+                };
+                let _ = tx.send(r);
             }
             PollMsg::Barrier(tx) => self.barriers.push(tx),
             PollMsg::Tick | PollMsg::Shutdown => {}

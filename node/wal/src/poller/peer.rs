@@ -73,6 +73,7 @@ impl Peer {
             apply_tx: inner.apply_tx(handle.shard),
             poll_tx: inner.poll_txs[inner.poll_idx(handle.shard)].clone(),
             restore: None,
+            rebuild: None,
             handle,
             proposals: VecDeque::new(),
             conf_waiters: Vec::new(),
@@ -163,6 +164,7 @@ impl Peer {
             max_follower_lag,
             inflight_bytes: self.handle.inflight_bytes.load(Ordering::Relaxed),
             apply_stalled: None,
+            rebuilding: self.rebuild.map(|r| r.why),
         }
     }
 

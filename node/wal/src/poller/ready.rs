@@ -181,6 +181,7 @@ impl Peer {
     pub(super) fn restored(&mut self, index: u64) {
         if let Some(h) = self.restore.as_mut().filter(|h| h.index == index) {
             h.restored = true;
+            self.rebuild_done(index);
         }
     }
 

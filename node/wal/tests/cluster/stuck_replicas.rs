@@ -91,3 +91,75 @@ fn a_failing_restore_stalls_its_shard_only_and_is_retried() -> anyhow::Result<()
     c.wait_applied(stuck, &c.ids, &expected)?;
     Ok(())
 }
+
+/// A replica whose apply keeps failing at one entry is rebuilt from its
+/// leader's snapshot once the failures pass the bound, on a follower and
+/// on a leader (which hands leadership over first); the snapshot covers
+/// the stuck entry, and every replica ends with every committed entry.
+#[test]
+fn a_replica_stuck_on_one_entry_is_rebuilt_from_a_peer() -> anyhow::Result<()> {
+    let c = Cluster::with(3, |cfg| cfg.rebuild_after_failed_applies = 3)?;
+    let shard = 1;
+    c.bootstrap(shard, &c.ids)?;
+    let mut expected = Vec::new();
+    let mut n = 0;
+    let mut write = |c: &Cluster, expected: &mut Vec<Vec<u8>>, k: usize| -> anyhow::Result<()> {
+        for _ in 0..k {
+            let d = payload("w", n);
+            n += 1;
+            c.propose(shard, d.clone(), &c.ids)?;
+            expected.push(d);
+        }
+        Ok(())
+    };
+    write(&c, &mut expected, 3)?;
+    c.wait_applied(shard, &c.ids, &expected)?;
+    let leader = c.leader(shard, &c.ids)?;
+    let follower = *c.ids.iter().find(|i| **i != leader).unwrap();
+
+    for stuck_node in [follower, leader] {
+        let before = c.sms[&stuck_node].restores(shard);
+        let stuck_at = c.status(stuck_node, shard).unwrap().applied_index + 2;
+        // Fails for good: only a rebuild gets past it.
+        *c.sms[&stuck_node].fail_at.lock() = Some((shard, stuck_at));
+        write(&c, &mut expected, 5)?;
+        c.until("the stuck replica to be rebuilt", |c| {
+            c.sms[&stuck_node].restores(shard) > before
+                && c.status(stuck_node, shard)
+                    .is_some_and(|s| s.apply_stalled.is_none() && s.rebuilding.is_none())
+        })?;
+        write(&c, &mut expected, 2)?;
+        c.wait_applied(shard, &c.ids, &expected)?;
+        assert!(c.sms[&stuck_node].failures.load(Ordering::Relaxed) >= 3);
+        *c.sms[&stuck_node].fail_at.lock() = None;
+    }
+    Ok(())
+}
+
+/// An operator can rebuild a healthy replica by hand (shardhouse-ctl): its
+/// state is replaced by the leader's snapshot and it keeps replicating.
+#[test]
+fn a_replica_is_rebuilt_on_demand() -> anyhow::Result<()> {
+    let c = Cluster::new(3)?;
+    let shard = 2;
+    c.bootstrap(shard, &c.ids)?;
+    let mut expected = Vec::new();
+    for i in 0..4 {
+        let d = payload("m", i);
+        c.propose(shard, d.clone(), &c.ids)?;
+        expected.push(d);
+    }
+    c.wait_applied(shard, &c.ids, &expected)?;
+    let leader = c.leader(shard, &c.ids)?;
+    let target = *c.ids.iter().find(|i| **i != leader).unwrap();
+    c.run("rebuild request", c.wals[&target].rebuild_replica(shard))??;
+    assert!(c.status(target, shard).unwrap().rebuilding.is_some());
+    c.until("the replica to be rebuilt", |c| {
+        c.sms[&target].restores(shard) == 1 && c.status(target, shard).unwrap().rebuilding.is_none()
+    })?;
+    let d = payload("m", 4);
+    c.propose(shard, d.clone(), &c.ids)?;
+    expected.push(d);
+    c.wait_applied(shard, &c.ids, &expected)?;
+    Ok(())
+}
