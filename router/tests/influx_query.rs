@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, ensure, Context, Result};
 use serde_json::Value;
-use support::{now_ns, start_etcd, start_router, wait_writable, Node, Rng};
+use support::{now_ns, wait_writable, LocalCluster, Rng};
 
 const SHARDS: u32 = 8;
 const DB: &str = "oracle";
@@ -32,7 +32,7 @@ struct Pt {
 struct Stack {
     http: reqwest::Client,
     base: String,
-    nodes: Vec<Node>,
+    cluster: LocalCluster,
 }
 
 impl Stack {
@@ -116,19 +116,11 @@ fn stddev(v: &[f64]) -> Option<f64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn influxql_answers_equal_one_place_evaluation() -> Result<()> {
-    let dir = tempfile::tempdir()?;
-    let (_etcd, etcd_url) = start_etcd(dir.path()).await?;
-    let cluster = "influxql";
-    let init = format!("shards={SHARDS},rf=3,nodes=3");
-    let mut nodes = Vec::new();
-    for id in 1..=3 {
-        nodes.push(Node::start(id, dir.path(), &etcd_url, cluster, &init, &[])?);
-    }
-    let (_router, base) = start_router(dir.path(), &etcd_url, cluster)?;
+    let cluster = support::cluster("influxql", 3, SHARDS, 3, &[])?;
     let mut s = Stack {
         http: reqwest::Client::new(),
-        base,
-        nodes,
+        base: cluster.router_url(),
+        cluster,
     };
     wait_writable(&s.http, &s.base).await?;
 
@@ -581,7 +573,7 @@ async fn influxql_answers_equal_one_place_evaluation() -> Result<()> {
     let mut complete = 0;
     let mut errors = 0;
     let killed = std::time::Instant::now();
-    s.nodes[0].proc.take(); // SIGKILL
+    s.cluster.nodes[0].kill9();
     while killed.elapsed() < Duration::from_secs(20) {
         let (status, body) = s.query_raw(&q, &[]).await?;
         let v: Value = serde_json::from_str(&body).with_context(|| body.clone())?;
@@ -656,7 +648,7 @@ async fn dashboard_minute(s: &Stack, dashboard: bool) -> Result<i64> {
     }
     tokio::time::sleep(Duration::from_secs(11)).await;
     let mut parts = 0;
-    for n in &s.nodes {
+    for n in &s.cluster.nodes {
         let text = s
             .http
             .get(format!("http://{}/metrics", n.http))

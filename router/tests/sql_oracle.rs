@@ -11,8 +11,7 @@ mod support;
 use anyhow::{ensure, Context, Result};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
-use support::{poll, start_etcd, start_router, Node};
+use support::wait_writable;
 
 const SHARDS: u32 = 8;
 const DB: &str = "oracle";
@@ -103,33 +102,12 @@ const SERIES_JOIN: &str = "INNER JOIN (SELECT series_id, tags FROM _series WHERE
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sql_answers_equal_one_place_evaluation() -> Result<()> {
-    let dir = tempfile::tempdir()?;
-    let (_etcd, etcd_url) = start_etcd(dir.path()).await?;
-    let cluster = "sqloracle";
-    let init = format!("shards={SHARDS},rf=3,nodes=3");
-    let mut nodes = Vec::new();
-    for id in 1..=3 {
-        nodes.push(Node::start(id, dir.path(), &etcd_url, cluster, &init, &[])?);
-    }
-    let (_router, base) = start_router(dir.path(), &etcd_url, cluster)?;
+    let cluster = support::cluster("sqloracle", 3, SHARDS, 3, &[])?;
     let s = Stack {
         http: reqwest::Client::new(),
-        base,
+        base: cluster.router_url(),
     };
-    poll(
-        "a committed warm-up write",
-        Duration::from_secs(90),
-        || async {
-            let r = s
-                .http
-                .post(format!("{}/write?db=warmup", s.base))
-                .body("w v=1 1\n")
-                .send()
-                .await?;
-            Ok((r.status().as_u16() == 204).then_some(()))
-        },
-    )
-    .await?;
+    wait_writable(&s.http, &s.base).await?;
 
     // The data: 12 cpu series (6 hosts x 2 regions), 8 mem series.
     let seed = 0x5eed_1234_u64;

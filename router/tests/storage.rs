@@ -12,15 +12,15 @@ use anyhow::{anyhow, bail, ensure, Result};
 use serde_json::Value;
 use shardhouse_common::proto::node_client::NodeClient;
 use shardhouse_common::proto::QueryRequest;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use support::{poll, start_etcd, start_router, Node};
+use std::time::Duration;
+use support::{now_ns, poll, wait_writable, LocalCluster};
 
 const SHARDS: u32 = 4;
 
 struct Stack {
     http: reqwest::Client,
     base: String,
-    nodes: Vec<Node>,
+    cluster: LocalCluster,
 }
 
 impl Stack {
@@ -76,7 +76,7 @@ impl Stack {
     /// `sql`'s first column summed over every shard of ONE node's replicas:
     /// what that replica stores, not what a leader answers.
     async fn replica_sum(&self, node: usize, db: &str, sql: &str) -> Result<i64> {
-        let addr = &self.nodes[node].grpc;
+        let addr = &self.cluster.nodes[node].grpc;
         let mut c = NodeClient::connect(format!("http://{addr}"))
             .await?
             .max_decoding_message_size(256 << 20);
@@ -87,6 +87,7 @@ impl Stack {
                     shard,
                     sql: sql.into(),
                     database: db.into(),
+                    ..Default::default()
                 })
                 .await;
             let ipc = match r {
@@ -99,7 +100,7 @@ impl Stack {
                 }
                 Err(s) => bail!(
                     "node {} shard {shard}: {}",
-                    self.nodes[node].id,
+                    self.cluster.nodes[node].id,
                     s.message()
                 ),
             };
@@ -117,9 +118,9 @@ impl Stack {
 
     /// Waits until every replica answers `want` for `sql`.
     async fn every_replica(&self, what: &str, db: &str, sql: &str, want: i64) -> Result<()> {
-        for node in 0..self.nodes.len() {
+        for node in 0..self.cluster.nodes.len() {
             poll(
-                &format!("{what} on node {}", self.nodes[node].id),
+                &format!("{what} on node {}", self.cluster.nodes[node].id),
                 Duration::from_secs(60),
                 || async move {
                     let got = self.replica_sum(node, db, sql).await?;
@@ -135,8 +136,8 @@ impl Stack {
     }
 
     fn kill9_and_restart_all(&mut self) -> Result<()> {
-        for n in &mut self.nodes {
-            n.kill9_and_restart()?;
+        for n in &mut self.cluster.nodes {
+            n.restart()?;
         }
         Ok(())
     }
@@ -158,42 +159,21 @@ fn sum_i64(a: &dyn arrow_array::Array) -> Result<i64> {
     bail!("column of type {} is not a number", a.data_type())
 }
 
-fn now_ns() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i64)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn storage_semantics_on_every_replica() -> Result<()> {
-    let dir = tempfile::tempdir()?;
-    let (_etcd, etcd_url) = start_etcd(dir.path()).await?;
-    let cluster = "storage";
-    let init = format!("shards={SHARDS},rf=3,nodes=3");
-    let extra = ["--retention-check-interval-ms", "200"];
-    let mut nodes = Vec::new();
-    for id in 1..=3 {
-        nodes.push(Node::start(
-            id,
-            dir.path(),
-            &etcd_url,
-            cluster,
-            &init,
-            &extra,
-        )?);
-    }
-    let (_router, base) = start_router(dir.path(), &etcd_url, cluster)?;
+    let cluster = support::cluster(
+        "storage",
+        3,
+        SHARDS,
+        3,
+        &["--retention-check-interval-ms", "200"],
+    )?;
     let mut s = Stack {
         http: reqwest::Client::new(),
-        base,
-        nodes,
+        base: cluster.router_url(),
+        cluster,
     };
-    poll(
-        "a committed warm-up write",
-        Duration::from_secs(90),
-        || async { Ok((s.write("/write?db=warmup", "w v=1 1\n").await?.0 == 204).then_some(())) },
-    )
-    .await?;
+    wait_writable(&s.http, &s.base).await?;
 
     // 1. Two databases, same series and time: two points.
     s.write_ok("a", "cpu,host=h v=1 1000\n").await?;
@@ -396,7 +376,7 @@ async fn storage_semantics_on_every_replica() -> Result<()> {
     )
     .await?;
     // The documented bound: `_database`, `_samples`, `_series` per shard.
-    for node in 0..s.nodes.len() {
+    for node in 0..s.cluster.nodes.len() {
         let tables = s
             .replica_sum(
                 node,
