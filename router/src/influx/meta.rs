@@ -87,7 +87,9 @@ async fn run_statement(ctx: &Ctx<'_>, stmt: &Statement) -> StmtResult<Vec<Series
             let db = database_of(ctx, m.database.as_deref())?;
             let mut sql = "SELECT DISTINCT measurement FROM _series".to_string();
             if let Some(c) = &m.condition {
-                sql.push_str(&format!(" WHERE {}", tag_sql(c)?));
+                if let Some(w) = tag_sql(c, ctx.now)? {
+                    sql.push_str(&format!(" WHERE {w}"));
+                }
             }
             let mut names = distinct_strings(ctx, &db, &sql).await?;
             if let Some(w) = &m.with_measurement {
@@ -103,7 +105,7 @@ async fn run_statement(ctx: &Ctx<'_>, stmt: &Statement) -> StmtResult<Vec<Series
         Statement::ShowTagKeys(k) => {
             let db = database_of(ctx, k.database.as_deref())?;
             let mut sql = "SELECT measurement, arrayJoin(arrayMap(x -> toString(x), mapKeys(tags))) AS k FROM _series".to_string();
-            push_where(&mut sql, &k.from, k.condition.as_ref())?;
+            push_where(&mut sql, &k.from, k.condition.as_ref(), ctx.now)?;
             sql.push_str(" GROUP BY measurement, k");
             let pairs = string_pairs(ctx, &db, &sql).await?;
             Ok(per_measurement(
@@ -132,7 +134,7 @@ async fn run_statement(ctx: &Ctx<'_>, stmt: &Statement) -> StmtResult<Vec<Series
                         .join(", ")
                 ),
             };
-            push_where(&mut sql, &t.from, t.condition.as_ref())?;
+            push_where(&mut sql, &t.from, t.condition.as_ref(), ctx.now)?;
             sql.push_str(if sql.contains(" WHERE ") {
                 " AND "
             } else {
@@ -175,7 +177,7 @@ async fn run_statement(ctx: &Ctx<'_>, stmt: &Statement) -> StmtResult<Vec<Series
         Statement::ShowSeries(q) => {
             let db = database_of(ctx, q.database.as_deref())?;
             let mut sql = "SELECT measurement, arrayMap(x -> toString(x), mapKeys(tags)), mapValues(tags) FROM _series".to_string();
-            push_where(&mut sql, &q.from, q.condition.as_ref())?;
+            push_where(&mut sql, &q.from, q.condition.as_ref(), ctx.now)?;
             let answers = fetch::on_every_shard(ctx.router, &db, &sql, ctx.deadline)
                 .await
                 .map_err(|e| e.to_string())?;
@@ -467,12 +469,34 @@ fn measurement_matches(m: &MeasurementMatch, name: &str) -> bool {
     }
 }
 
-fn tag_sql(c: &Expr) -> StmtResult<String> {
-    sqlgen::condition_sql(c, &|v: &VarRef| Ref::Tag(v.name.clone()))
+/// The tag condition of a SHOW statement's WHERE, as SQL over `_series`
+/// (None: nothing but time). A time range (Grafana's `$timeFilter` in a
+/// variable query, `time > now() - 1h`) is checked and then not used to
+/// narrow the series: InfluxDB 1.8 narrows only to whole shard groups
+/// (a week for an infinite retention), so its answer is the series of the
+/// recent past, and listing every series of the measurement is the same
+/// answer for a dashboard's variables (docs/api.md).
+fn tag_sql(c: &Expr, now: i64) -> StmtResult<Option<String>> {
+    let parts = split_condition(c, |_| true).map_err(|e| e.to_string())?;
+    if let Some(t) = &parts.time {
+        time_range(t, now).map_err(|e| e.to_string())?;
+    }
+    let mut out = Vec::new();
+    for part in [&parts.tags, &parts.fields].into_iter().flatten() {
+        out.push(sqlgen::condition_sql(part, &|v: &VarRef| {
+            Ref::Tag(v.name.clone())
+        })?);
+    }
+    Ok((!out.is_empty()).then(|| out.join(" AND ")))
 }
 
 /// `WHERE` over `_series` for a FROM list and a tag condition.
-fn push_where(sql: &mut String, from: &[MeasurementName], cond: Option<&Expr>) -> StmtResult<()> {
+fn push_where(
+    sql: &mut String,
+    from: &[MeasurementName],
+    cond: Option<&Expr>,
+    now: i64,
+) -> StmtResult<()> {
     let mut conds = Vec::new();
     let mut alts = Vec::new();
     for m in from {
@@ -486,8 +510,8 @@ fn push_where(sql: &mut String, from: &[MeasurementName], cond: Option<&Expr>) -
     if !alts.is_empty() {
         conds.push(format!("({})", alts.join(" OR ")));
     }
-    if let Some(c) = cond {
-        conds.push(tag_sql(c)?);
+    if let Some(w) = cond.map(|c| tag_sql(c, now)).transpose()?.flatten() {
+        conds.push(w);
     }
     if !conds.is_empty() {
         sql.push_str(" WHERE ");
