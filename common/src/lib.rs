@@ -2,6 +2,7 @@
 //! byte for byte (series_id, shard choice, Arrow schema, wire protocol).
 
 pub mod credential;
+pub mod layered;
 pub mod lineproto;
 pub mod names;
 mod scan;

@@ -159,20 +159,9 @@ impl RouterOptions {
     /// Layers file, env and flags (clap merges env under flags) over the
     /// defaults, then validates.
     pub fn load(flags: Flags) -> Result<RouterOptions> {
-        let mut o = match &flags.config {
-            Some(path) => {
-                let text = std::fs::read_to_string(path).map_err(|e| {
-                    Error::Config(format!("reading config file {}: {e}", path.display()))
-                })?;
-                RouterOptions::from_toml(&text)
-                    .map_err(|e| Error::Config(format!("{}: {e}", path.display())))?
-            }
-            None => RouterOptions::default(),
-        };
-        macro_rules! over {
-            ($($f:ident),*) => { $( if let Some(v) = flags.$f { o.$f = v; } )* };
-        }
-        over!(
+        let mut o: RouterOptions = shardhouse_common::layered::from_file(flags.config.as_deref())
+            .map_err(|e| Error::Config(e.to_string()))?;
+        shardhouse_common::overlay!(o, flags;
             http_listen,
             grpc_listen,
             etcd_endpoints,
@@ -187,18 +176,9 @@ impl RouterOptions {
             max_series_per_db,
             request_timeout_ms,
             query_max_points,
-            query_timeout_ms
+            query_timeout_ms;
+            optional: tokens_file, cluster_token_file, tls_cert_file, tls_key_file
         );
-        for (from, to) in [
-            (flags.tokens_file, &mut o.tokens_file),
-            (flags.cluster_token_file, &mut o.cluster_token_file),
-            (flags.tls_cert_file, &mut o.tls_cert_file),
-            (flags.tls_key_file, &mut o.tls_key_file),
-        ] {
-            if from.is_some() {
-                *to = from;
-            }
-        }
         o.validate()?;
         Ok(o)
     }

@@ -225,19 +225,11 @@ pub struct Cli {
 impl NodeOptions {
     /// Layers defaults -> `--config` file -> env/flags and validates.
     pub fn load(cli: Cli) -> Result<NodeOptions> {
-        let mut opts = match &cli.config {
-            Some(path) => {
-                let text = std::fs::read_to_string(path).map_err(|e| NodeError::ConfigFile {
-                    path: path.display().to_string(),
-                    reason: e.to_string(),
-                })?;
-                toml::from_str(&text).map_err(|e| NodeError::ConfigFile {
-                    path: path.display().to_string(),
-                    reason: e.to_string(),
-                })?
-            }
-            None => NodeOptions::default(),
-        };
+        let mut opts: NodeOptions = shardhouse_common::layered::from_file(cli.config.as_deref())
+            .map_err(|e| NodeError::ConfigFile {
+                path: e.path,
+                reason: e.reason,
+            })?;
         opts.apply_cli(cli);
         if opts.chdb_dir.is_none() {
             opts.chdb_dir = std::env::var_os("SHARDHOUSE_CHDB_DIR").map(PathBuf::from);
@@ -247,10 +239,7 @@ impl NodeOptions {
     }
 
     fn apply_cli(&mut self, cli: Cli) {
-        macro_rules! take {
-            ($($f:ident),*) => { $( if let Some(v) = cli.$f { self.$f = v; } )* };
-        }
-        take!(
+        shardhouse_common::overlay!(self, cli;
             node_id,
             data_dir,
             grpc_listen,
@@ -274,17 +263,9 @@ impl NodeOptions {
             leader_balance_interval_ms,
             default_retention_secs,
             retention_check_interval_ms,
-            wal_write_buffer_bytes
+            wal_write_buffer_bytes;
+            optional: chdb_dir, init_cluster, cluster_token_file
         );
-        if cli.chdb_dir.is_some() {
-            self.chdb_dir = cli.chdb_dir;
-        }
-        if cli.init_cluster.is_some() {
-            self.init_cluster = cli.init_cluster;
-        }
-        if cli.cluster_token_file.is_some() {
-            self.cluster_token_file = cli.cluster_token_file;
-        }
     }
 
     /// Rejects options the process could not run with.
