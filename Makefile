@@ -53,7 +53,7 @@ bench-wal: build
 	@scripts/bench-wal.sh
 
 bench-frontdoor: deps
-	$(CARGO) run --release -p shardhouse-router --bin bench-frontdoor
+	$(CARGO) bench -p shardhouse-router --bench bench-frontdoor
 
 bench-e2e: build
 	@scripts/bench-e2e.sh
