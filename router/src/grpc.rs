@@ -21,8 +21,7 @@ pub fn server(router: Arc<Router>) -> IngestServer<IngestService> {
 /// The token in the `authorization` metadata (`Token`/`Bearer` prefix
 /// optional); checked per message, as each names its database.
 fn presented<T>(req: &Request<T>) -> Option<String> {
-    req
-        .metadata()
+    req.metadata()
         .get("authorization")
         .and_then(|v| v.to_str().ok())
         .map(|v| {

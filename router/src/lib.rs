@@ -128,11 +128,9 @@ pub async fn start(
     let svc = grpc::server(router.clone());
     let grpc_task = match tls.map(|t| t.grpc) {
         Some(config) => {
-            let incoming = tokio_stream::wrappers::ReceiverStream::new(tls::accept_tls(
-                grpc_listener,
-                config,
-            ))
-            .map(|(conn, _)| Ok::<_, std::io::Error>(conn));
+            let incoming =
+                tokio_stream::wrappers::ReceiverStream::new(tls::accept_tls(grpc_listener, config))
+                    .map(|(conn, _)| Ok::<_, std::io::Error>(conn));
             tokio::spawn(async move {
                 if let Err(e) = tonic::transport::Server::builder()
                     .add_service(svc)

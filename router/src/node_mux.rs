@@ -16,13 +16,13 @@
 
 use crate::coalesce;
 use crate::metrics;
+use shardhouse_common::credential::CredentialChannel;
 use shardhouse_common::proto::node_client::NodeClient;
 use shardhouse_common::proto::{WriteManyRequest, WriteRequest, WriteResponse};
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
-use shardhouse_common::credential::CredentialChannel;
 
 /// What a node answered for one write, or why the call failed.
 pub type Answer = std::result::Result<WriteResponse, tonic::Status>;

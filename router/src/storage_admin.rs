@@ -21,9 +21,9 @@ use shardhouse_common::proto::{
     DropMeasurement, SetRetention, StorageOp, StorageRequest, TagExpr, TagExprList, TagMatch,
 };
 
+use crate::auth::Role;
 use crate::cluster::Cluster;
 use crate::error::{Error, Result};
-use crate::auth::Role;
 use crate::http::{authorize, error_response, parse_params, presented_token};
 use crate::ingest::Router;
 

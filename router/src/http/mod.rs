@@ -11,12 +11,12 @@ mod params;
 mod sql;
 mod write;
 
-pub(crate) use auth::{admit_write, authorize, charge_write, permit_statements};
 pub(crate) use auth::presented_token;
+pub(crate) use auth::{admit_write, authorize, charge_write, permit_statements};
 pub(crate) use body::{content_encoding, read_body, read_raw_body};
 pub use health::{go_duration, health_body};
-pub use write::decode_msgpack;
 pub use params::{parse_params, Params};
+pub use write::decode_msgpack;
 
 use crate::error::Error;
 use crate::ingest::Router;
