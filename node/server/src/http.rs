@@ -66,8 +66,18 @@ pub fn health_report(
                 "name": format!("shard {} apply", s.shard),
                 "status": "fail",
                 "message": format!(
-                    "apply stopped at index {} after {} attempts: {} (retried with backoff; the entry is never skipped)",
+                    "apply stopped at index {} after {} attempts: {} (retried with backoff; the entry is never skipped; the replica is rebuilt from its leader's snapshot past the bound, or by `shardhouse-ctl rebuild-replica`)",
                     st.index, st.attempts, st.error
+                ),
+            }));
+        }
+        if let Some(why) = s.rebuilding {
+            checks.push(serde_json::json!({
+                "name": format!("shard {} rebuild", s.shard),
+                "status": "warn",
+                "message": format!(
+                    "being rebuilt from its leader's snapshot ({}); reads on this replica may wait or fail until the snapshot is restored",
+                    why.as_str()
                 ),
             }));
         }

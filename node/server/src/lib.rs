@@ -9,6 +9,7 @@ pub mod cluster;
 pub mod context;
 pub mod directory;
 pub mod error;
+pub mod faults;
 pub mod http;
 pub mod leadership;
 pub mod metrics;

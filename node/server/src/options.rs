@@ -50,6 +50,10 @@ pub struct NodeOptions {
     pub wal_poll_threads: usize,
     /// Threads applying committed entries to the engine.
     pub wal_apply_threads: usize,
+    /// A replica whose apply failed this many times at one entry is
+    /// rebuilt from its leader's snapshot; 0 = only by hand
+    /// (`shardhouse-ctl rebuild-replica`).
+    pub wal_rebuild_after_failed_applies: u32,
     /// How often the node checks whether it leads more than its fair share
     /// of shards and hands one to a replica that leads fewer; 0 = never.
     pub leader_balance_interval_ms: u64,
@@ -100,6 +104,7 @@ impl Default for NodeOptions {
             background_nice: 10,
             wal_poll_threads: 2,
             wal_apply_threads: 2,
+            wal_rebuild_after_failed_applies: 10,
             leader_balance_interval_ms: 5_000,
             default_retention_secs: 0,
             retention_check_interval_ms: 60_000,
@@ -205,6 +210,10 @@ pub struct Cli {
     /// Threads applying committed entries to the engine (>= 1).
     #[arg(long, env = "SHARDHOUSE_NODE_WAL_APPLY_THREADS")]
     pub wal_apply_threads: Option<usize>,
+    /// Failed applies of one entry before the replica is rebuilt from its
+    /// leader's snapshot; 0 = only by hand.
+    #[arg(long, env = "SHARDHOUSE_NODE_WAL_REBUILD_AFTER_FAILED_APPLIES")]
+    pub wal_rebuild_after_failed_applies: Option<u32>,
     /// How often to check for an unfair share of leaderships (ms); 0 = off.
     #[arg(long, env = "SHARDHOUSE_NODE_LEADER_BALANCE_INTERVAL_MS")]
     pub leader_balance_interval_ms: Option<u64>,
@@ -260,6 +269,7 @@ impl NodeOptions {
             background_nice,
             wal_poll_threads,
             wal_apply_threads,
+            wal_rebuild_after_failed_applies,
             leader_balance_interval_ms,
             default_retention_secs,
             retention_check_interval_ms,

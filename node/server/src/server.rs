@@ -89,9 +89,10 @@ pub async fn run(
         poll_threads: opts.wal_poll_threads,
         apply_threads: opts.wal_apply_threads,
         write_buffer_bytes: opts.wal_write_buffer_bytes,
+        rebuild_after_failed_applies: opts.wal_rebuild_after_failed_applies,
         ..WalConfig::default()
     };
-    let sm = EngineStateMachine::new(Arc::clone(&engine));
+    let sm = EngineStateMachine::new(Arc::clone(&engine), opts.node_id);
     let wal = {
         let transport = Arc::clone(&transport);
         tokio::task::spawn_blocking(move || Wal::open(wal_cfg, transport, sm))

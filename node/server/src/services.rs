@@ -9,9 +9,9 @@ use protobuf::Message as _;
 use shardhouse_common::proto::{
     self, write_response::Result as WriteResult, AdminReply, ChangeReplicaRequest,
     CreateReplicaRequest, DatabaseInfo, DatabasesReply, DatabasesRequest, Overloaded, Peer,
-    QueryRequest, QueryResponse, RaftBatch, RaftDone, Rejected, ShardStatesReply,
-    ShardStatesRequest, ShardUnavailable, SnapshotChunk, StorageRequest, TransferLeaderRequest,
-    WriteManyRequest, WriteManyResponse, WriteRequest, WriteResponse,
+    QueryRequest, QueryResponse, RaftBatch, RaftDone, RebuildReplicaRequest, Rejected,
+    ShardStatesReply, ShardStatesRequest, ShardUnavailable, SnapshotChunk, StorageRequest,
+    TransferLeaderRequest, WriteManyRequest, WriteManyResponse, WriteRequest, WriteResponse,
 };
 use shardhouse_common::status;
 use shardhouse_common::wire;
@@ -477,6 +477,18 @@ impl proto::admin_server::Admin for AdminService {
         )))
     }
 
+    async fn rebuild_replica(
+        &self,
+        request: Request<RebuildReplicaRequest>,
+    ) -> Result<Response<AdminReply>, Status> {
+        let shard = request.into_inner().shard;
+        let res = self.ctx.wal.rebuild_replica(shard).await;
+        Ok(Response::new(self.reply(
+            res,
+            &format!("rebuild shard {shard}'s replica from its leader's snapshot"),
+        )))
+    }
+
     async fn storage(
         &self,
         request: Request<StorageRequest>,
@@ -534,6 +546,12 @@ impl proto::admin_server::Admin for AdminService {
                 voters: s.voters,
                 learners: s.learners,
                 max_follower_lag: s.max_follower_lag,
+                apply_stalled: s.apply_stalled.as_ref().map_or_else(String::new, |st| {
+                    format!("index {}, {} attempts: {}", st.index, st.attempts, st.error)
+                }),
+                rebuilding: s
+                    .rebuilding
+                    .map_or_else(String::new, |r| r.as_str().to_owned()),
             })
             .collect();
         Ok(Response::new(ShardStatesReply {

@@ -1,6 +1,7 @@
 //! What the WAL applies committed entries to: decode the `WalEntry` envelope
 //! the leader wrote and hand its Arrow bytes to the engine untouched.
 
+use crate::faults::ApplyFault;
 use bytes::Bytes;
 use prost::Message as _;
 use shardhouse_common::proto::WalEntry;
@@ -10,11 +11,16 @@ use std::sync::Arc;
 
 pub struct EngineStateMachine {
     engine: Arc<Engine>,
+    /// Test fault injection (`SHARDHOUSE_TEST_FAULT_APPLY`), None in service.
+    fault: Option<ApplyFault>,
 }
 
 impl EngineStateMachine {
-    pub fn new(engine: Arc<Engine>) -> Arc<EngineStateMachine> {
-        Arc::new(EngineStateMachine { engine })
+    pub fn new(engine: Arc<Engine>, node_id: u64) -> Arc<EngineStateMachine> {
+        Arc::new(EngineStateMachine {
+            engine,
+            fault: ApplyFault::from_env(node_id),
+        })
     }
 }
 
@@ -23,6 +29,9 @@ impl StateMachine for EngineStateMachine {
         // Leaders append an empty entry on election; there is nothing to store.
         if data.is_empty() {
             return Ok(ApplyOutcome::Applied);
+        }
+        if let Some(f) = &self.fault {
+            f.check(shard, index)?;
         }
         // Decoding from `Bytes` slices the IPC payloads out of the entry.
         // The bytes are the same on every replica: an undecodable entry is

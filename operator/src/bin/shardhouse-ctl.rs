@@ -4,6 +4,8 @@
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
+use shardhouse_common::proto::admin_client::AdminClient;
+use shardhouse_common::proto::{RebuildReplicaRequest, ShardStatesRequest};
 use shardhouse_operator::planner;
 use shardhouse_operator::rebalance::{ClusterMeta, Executor};
 use shardhouse_operator::status;
@@ -47,6 +49,19 @@ enum Command {
         /// Seconds to wait for one learner to catch up.
         #[arg(long, default_value_t = 300)]
         catch_up_timeout: u64,
+    },
+    /// Rebuild one node's replica of a shard from its leader's snapshot
+    /// (a replica stuck on an entry, or suspected wrong); waits until the
+    /// snapshot is restored.
+    RebuildReplica {
+        #[arg(long)]
+        shard: u32,
+        /// Node id holding the replica to rebuild.
+        #[arg(long)]
+        node: u64,
+        /// Seconds to wait for the rebuild to finish.
+        #[arg(long, default_value_t = 120)]
+        timeout: u64,
     },
 }
 
@@ -142,6 +157,55 @@ async fn main() -> anyhow::Result<()> {
                     .await
                     .with_context(|| format!("move {} of {}: {mv:?}", i + 1, moves.len()))?;
                 writeln!(out, "done {}/{}", i + 1, moves.len())?;
+            }
+        }
+        Command::RebuildReplica {
+            shard,
+            node,
+            timeout,
+        } => {
+            let live = meta.live_nodes().await?;
+            let info = live
+                .get(&node)
+                .with_context(|| format!("node {node} is not registered (live) in etcd"))?;
+            let mut admin = AdminClient::connect(format!("http://{}", info.grpc_addr))
+                .await
+                .with_context(|| format!("cannot reach node {node} at {}", info.grpc_addr))?;
+            let reply = admin
+                .rebuild_replica(RebuildReplicaRequest { shard })
+                .await?
+                .into_inner();
+            anyhow::ensure!(reply.ok, "node {node}: {}", reply.message);
+            writeln!(out, "node {node} shard {shard}: rebuild started")?;
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(timeout);
+            loop {
+                let states = admin
+                    .shard_states(ShardStatesRequest {})
+                    .await?
+                    .into_inner();
+                let st = states
+                    .shards
+                    .iter()
+                    .find(|s| s.shard == shard)
+                    .with_context(|| format!("node {node} no longer holds shard {shard}"))?;
+                if st.rebuilding.is_empty() {
+                    writeln!(
+                        out,
+                        "node {node} shard {shard}: rebuilt, applied index {}",
+                        st.applied_index
+                    )?;
+                    break;
+                }
+                anyhow::ensure!(
+                    std::time::Instant::now() < deadline,
+                    "node {node} shard {shard}: still rebuilding after {timeout} s (apply: {})",
+                    if st.apply_stalled.is_empty() {
+                        "ok"
+                    } else {
+                        &st.apply_stalled
+                    }
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
             }
         }
     }
