@@ -22,6 +22,9 @@ pub struct Observed {
     /// A rolling upgrade is in progress (reason text when waiting).
     pub upgrading: Option<String>,
     pub node_image: Option<String>,
+    /// Replicas that need attention, from the nodes' `/health`: an apply
+    /// stopped at an entry, or a rebuild from a peer's snapshot under way.
+    pub replica_problems: Vec<String>,
 }
 
 /// Shards whose live voters form a quorum.
@@ -126,6 +129,7 @@ pub fn compute(
             Some((reason, msg)) => cond("Degraded", true, reason, msg.clone()),
             None => cond("Degraded", false, "Healthy", String::new()),
         },
+        replicas_condition(&obs.replica_problems, &cond),
         cond(
             "Rebalancing",
             rebalancing,
@@ -165,6 +169,43 @@ pub fn compute(
         node_image: obs.node_image.clone(),
         pending_moves: obs.pending_moves,
     }
+}
+
+/// `ReplicasHealthy`: False while a node reports a replica stuck on an
+/// entry (it is rebuilt from a peer past the bound, or by `shardhouse-ctl
+/// rebuild-replica`) or being rebuilt.
+fn replicas_condition(
+    problems: &[String],
+    cond: &dyn Fn(&str, bool, &str, String) -> ClusterCondition,
+) -> ClusterCondition {
+    if problems.is_empty() {
+        return cond(
+            "ReplicasHealthy",
+            true,
+            "AllReplicasApplying",
+            String::new(),
+        );
+    }
+    let stuck = problems.iter().any(|p| p.contains(" apply:"));
+    let mut message = problems
+        .iter()
+        .take(3)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join("; ");
+    if problems.len() > 3 {
+        message.push_str(&format!("; and {} more", problems.len() - 3));
+    }
+    cond(
+        "ReplicasHealthy",
+        false,
+        if stuck {
+            "ReplicaStuck"
+        } else {
+            "ReplicaRebuilding"
+        },
+        message,
+    )
 }
 
 #[cfg(test)]
@@ -257,5 +298,25 @@ mod tests {
         let s = compute(&o, 8, None, "t");
         assert_eq!(condition(&s, "Degraded").reason, "EtcdUnreachable");
         assert_eq!(s.phase, Phase::Degraded);
+    }
+
+    #[test]
+    fn a_stuck_or_rebuilding_replica_is_a_condition() {
+        let s = compute(&obs(3, &[1, 2, 3]), 8, None, "t");
+        assert_eq!(condition(&s, "ReplicasHealthy").status, "True");
+        let mut o = obs(3, &[1, 2, 3]);
+        o.replica_problems = vec!["node 2: shard 0 rebuild: being rebuilt (auto)".into()];
+        let s = compute(&o, 8, None, "t");
+        let c = condition(&s, "ReplicasHealthy");
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("False", "ReplicaRebuilding")
+        );
+        o.replica_problems
+            .push("node 3: shard 1 apply: apply stopped at index 9".into());
+        let s = compute(&o, 8, None, "t");
+        let c = condition(&s, "ReplicasHealthy");
+        assert_eq!(c.reason, "ReplicaStuck");
+        assert!(c.message.contains("node 3: shard 1"), "{}", c.message);
     }
 }

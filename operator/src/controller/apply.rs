@@ -4,7 +4,7 @@
 
 use super::events::publish;
 use super::moves::rebalance;
-use super::observe::{autoscaled_target, node_replicas, observe_etcd, EtcdView};
+use super::observe::{autoscaled_target, node_replicas, observe_etcd, replica_problems, EtcdView};
 use super::rolling::upgrade_step;
 use super::Context;
 use crate::crd::{ShardhouseCluster, ShardhouseClusterStatus};
@@ -174,6 +174,7 @@ async fn report(
     upgrading: Option<String>,
 ) -> Result<Action> {
     let live_now: BTreeSet<u64> = etcd.live.keys().copied().collect();
+    let replica_problems = replica_problems(&ctx.scrape, &etcd.live).await;
     let obs = Observed {
         generation: c.metadata.generation,
         desired_nodes: target,
@@ -184,6 +185,7 @@ async fn report(
         pending_moves: pending,
         upgrading: upgrading.clone(),
         node_image: Some(c.spec.image.node()),
+        replica_problems,
     };
     let now = k8s_openapi::jiff::Timestamp::now().to_string();
     let st = status::compute(&obs, c.spec.shard_count, c.status.as_ref(), &now);

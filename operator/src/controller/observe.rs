@@ -142,6 +142,53 @@ async fn scrape_points_total(http: &reqwest::Client, addr: &str) -> Option<f64> 
         .flatten()
 }
 
+/// What every live node's `/health` says about its replicas (stuck
+/// applies, rebuilds); a node that does not answer adds nothing (etcd
+/// liveness covers it).
+pub(super) async fn replica_problems(
+    http: &reqwest::Client,
+    live: &BTreeMap<u64, shardhouse_common::shard_map::NodeInfo>,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for (id, n) in live {
+        let fut = async {
+            http.get(format!("http://{}/health", n.http_addr))
+                .send()
+                .await
+                .ok()?
+                .text()
+                .await
+                .ok()
+        };
+        if let Ok(Some(body)) = tokio::time::timeout(Duration::from_secs(2), fut).await {
+            out.extend(health_problems(*id, &body));
+        }
+    }
+    out
+}
+
+/// The replica checks of one node's `/health` document, as
+/// `node <id>: <check name>: <message>`.
+pub fn health_problems(node_id: u64, body: &str) -> Vec<String> {
+    let Ok(doc) = serde_json::from_str::<serde_json::Value>(body) else {
+        return Vec::new();
+    };
+    doc["checks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| {
+            let name = c["name"].as_str()?;
+            (name.ends_with(" apply") || name.ends_with(" rebuild")).then(|| {
+                format!(
+                    "node {node_id}: {name}: {}",
+                    c["message"].as_str().unwrap_or("")
+                )
+            })
+        })
+        .collect()
+}
+
 /// Sums every sample of a counter in Prometheus text format.
 pub fn parse_counter_sum(text: &str, name: &str) -> f64 {
     text.lines()
@@ -187,6 +234,22 @@ mod tests {
             "drained: shrink"
         );
         assert_eq!(node_replicas(3, None, None), 3);
+    }
+
+    #[test]
+    fn health_problems_are_the_replica_checks() {
+        let body = r#"{"status":"degraded","checks":[
+            {"name":"shard 3 apply","status":"fail","message":"apply stopped at index 9"},
+            {"name":"shard 4 flush","status":"fail","message":"disk full"},
+            {"name":"shard 5 rebuild","status":"warn","message":"being rebuilt (auto)"}]}"#;
+        assert_eq!(
+            health_problems(2, body),
+            [
+                "node 2: shard 3 apply: apply stopped at index 9",
+                "node 2: shard 5 rebuild: being rebuilt (auto)"
+            ]
+        );
+        assert!(health_problems(2, "not json").is_empty());
     }
 
     #[test]
