@@ -649,9 +649,18 @@ impl Cluster {
         let shard = req.shard;
         let map = self.shard_map()?;
         let mut target = self.first_target(&map, shard)?;
-        let tries = map.shard(shard).map_or(1, |p| p.replicas.len().max(1));
+        let replicas = map.shard(shard).map_or(1, |p| p.replicas.len().max(1));
+        // Every replica, in up to READ_ROUNDS rounds with a growing pause
+        // between them: a shard electing a leader (no replica can confirm
+        // a read index) answers after the election instead of a 503.
+        const READ_ROUNDS: usize = 5;
         let mut last = String::new();
-        for _ in 0..tries {
+        for attempt in 0..replicas * READ_ROUNDS {
+            if attempt > 0 && attempt % replicas == 0 {
+                let pause = Duration::from_millis(100 << (attempt / replicas - 1));
+                let left = deadline.saturating_duration_since(Instant::now());
+                tokio::time::sleep(pause.min(left)).await;
+            }
             let now = Instant::now();
             if now >= deadline {
                 break;
