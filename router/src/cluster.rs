@@ -11,7 +11,7 @@ use crate::request_path::{LeaderRetry, Next, Retarget};
 use parking_lot::{Mutex, RwLock};
 use shardhouse_common::credential::{with_credential, ClusterToken, CredentialChannel};
 use shardhouse_common::proto::node_client::NodeClient;
-use shardhouse_common::proto::{QueryRequest, TableBatch, WriteRequest};
+use shardhouse_common::proto::{TableBatch, WriteRequest};
 use shardhouse_common::shard_map::{keys, ShardMap};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -170,7 +170,7 @@ impl Cluster {
         Ok(c)
     }
 
-    fn node_client(&self, addr: &str) -> Result<NodeClient<CredentialChannel>> {
+    pub(crate) fn node_client(&self, addr: &str) -> Result<NodeClient<CredentialChannel>> {
         Ok(NodeClient::new(self.channel(addr)?)
             .max_decoding_message_size(MAX_QUERY_RESULT_BYTES)
             .max_encoding_message_size(usize::MAX))
@@ -537,167 +537,6 @@ impl Cluster {
             }
         }
     }
-
-    /// Runs the user's `sql` on one replica of every shard (leader
-    /// preferred) and returns each shard's Arrow IPC result.
-    pub async fn query_all(
-        &self,
-        database: &str,
-        sql: &str,
-        deadline: Instant,
-    ) -> Result<Vec<(u32, Vec<u8>)>> {
-        self.read_all(database, sql, false, deadline).await
-    }
-
-    /// [`Cluster::query_all`] for a statement the router planned itself
-    /// (InfluxQL): the nodes check it on its tokens, which is cheaper than
-    /// the engine parse user SQL gets.
-    pub async fn planned_all(
-        &self,
-        database: &str,
-        sql: &str,
-        deadline: Instant,
-    ) -> Result<Vec<(u32, Vec<u8>)>> {
-        self.read_all(database, sql, true, deadline).await
-    }
-
-    /// The field catalog of `database` (of `table` only, if given) on one
-    /// replica of every shard: Arrow rows (table, name, type) as
-    /// `system.columns` gives them, answered without an engine statement.
-    pub async fn catalog_all(
-        &self,
-        database: &str,
-        table: Option<&str>,
-        deadline: Instant,
-    ) -> Result<Vec<(u32, Vec<u8>)>> {
-        let map = self.shard_map()?;
-        let futs = (0..map.shard_count).map(|shard| async move {
-            let req = QueryRequest {
-                shard,
-                database: database.to_owned(),
-                catalog: true,
-                catalog_table: table.unwrap_or_default().to_owned(),
-                ..Default::default()
-            };
-            Ok((shard, self.on_a_replica(req, deadline).await?))
-        });
-        futures::future::join_all(futs).await.into_iter().collect()
-    }
-
-    async fn read_all(
-        &self,
-        database: &str,
-        sql: &str,
-        planned: bool,
-        deadline: Instant,
-    ) -> Result<Vec<(u32, Vec<u8>)>> {
-        let map = self.shard_map()?;
-        let futs = (0..map.shard_count).map(|shard| async move {
-            let ipc = self
-                .read_shard(database, shard, sql, planned, deadline)
-                .await?;
-            Ok((shard, ipc))
-        });
-        futures::future::join_all(futs).await.into_iter().collect()
-    }
-
-    /// Runs the user's `sql` on one replica of `shard` (leader first, the
-    /// others on failure). Empty bytes: the shard has no such database or
-    /// table yet.
-    pub async fn query_shard(
-        &self,
-        database: &str,
-        shard: u32,
-        sql: &str,
-        deadline: Instant,
-    ) -> Result<Vec<u8>> {
-        self.read_shard(database, shard, sql, false, deadline).await
-    }
-
-    /// [`Cluster::query_shard`] for a statement the router planned itself.
-    pub async fn planned_shard(
-        &self,
-        database: &str,
-        shard: u32,
-        sql: &str,
-        deadline: Instant,
-    ) -> Result<Vec<u8>> {
-        self.read_shard(database, shard, sql, true, deadline).await
-    }
-
-    async fn read_shard(
-        &self,
-        database: &str,
-        shard: u32,
-        sql: &str,
-        planned: bool,
-        deadline: Instant,
-    ) -> Result<Vec<u8>> {
-        let req = QueryRequest {
-            shard,
-            sql: sql.to_owned(),
-            database: database.to_owned(),
-            planned,
-            ..Default::default()
-        };
-        self.on_a_replica(req, deadline).await
-    }
-
-    /// Sends `req` to one replica of its shard (leader first, the others on
-    /// failure) and returns the Arrow IPC answer.
-    async fn on_a_replica(&self, req: QueryRequest, deadline: Instant) -> Result<Vec<u8>> {
-        let shard = req.shard;
-        let map = self.shard_map()?;
-        let mut target = self.first_target(&map, shard)?;
-        let replicas = map.shard(shard).map_or(1, |p| p.replicas.len().max(1));
-        // Every replica, in up to READ_ROUNDS rounds with a growing pause
-        // between them: a shard electing a leader (no replica can confirm
-        // a read index) answers after the election instead of a 503.
-        const READ_ROUNDS: usize = 5;
-        let mut last = String::new();
-        for attempt in 0..replicas * READ_ROUNDS {
-            if attempt > 0 && attempt % replicas == 0 {
-                let pause = Duration::from_millis(100 << (attempt / replicas - 1));
-                let left = deadline.saturating_duration_since(Instant::now());
-                tokio::time::sleep(pause.min(left)).await;
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                break;
-            }
-            let mut call = tonic::Request::new(req.clone());
-            call.set_timeout(deadline - now);
-            match self.node_client(&target.1)?.query(call).await {
-                Ok(r) => return Ok(r.into_inner().result_ipc),
-                // A shard that has not received a point of this
-                // measurement yet has no database or table: it
-                // contributes no rows (empty bytes), not an error.
-                Err(s)
-                    if s.code() == tonic::Code::InvalidArgument
-                        && is_missing_table(s.message()) =>
-                {
-                    return Ok(Vec::new())
-                }
-                Err(s) if s.code() == tonic::Code::InvalidArgument => {
-                    return Err(Error::BadRequest(format!("shard {shard}: {}", s.message())))
-                }
-                Err(s) => {
-                    last = format!("node {}: {}", target.0, s.message());
-                    target = self.next_replica(&map, shard, target.0).unwrap_or(target);
-                }
-            }
-        }
-        Err(Error::Unavailable {
-            shard,
-            reason: format!("query failed on every replica; last: {last}"),
-        })
-    }
-}
-
-/// True when chDB said the shard's database or the queried table does not
-/// exist (codes 81 UNKNOWN_DATABASE and 60 UNKNOWN_TABLE).
-pub fn is_missing_table(message: &str) -> bool {
-    message.contains("UNKNOWN_DATABASE") || message.contains("UNKNOWN_TABLE")
 }
 
 /// Keeps the cluster's shard map in sync with etcd: initial get, then a

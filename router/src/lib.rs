@@ -7,6 +7,8 @@ pub mod auth;
 pub mod batch;
 pub mod cardinality;
 pub mod cluster;
+mod cluster_read;
+pub use cluster_read::is_missing_table;
 pub mod coalesce;
 pub mod config;
 pub mod error;

@@ -536,7 +536,7 @@ mod tests {
 
     #[test]
     fn missing_database_or_table_is_recognised() {
-        use crate::cluster::is_missing_table;
+        use crate::is_missing_table;
         assert!(is_missing_table("chDB statement failed (USE `shard_0000`): [chdb] Code: 81. DB::Exception: Database shard_0000 does not exist. (UNKNOWN_DATABASE)"));
         assert!(is_missing_table(
             "Code: 60. DB::Exception: Unknown table expression identifier 'cpu'. (UNKNOWN_TABLE)"
