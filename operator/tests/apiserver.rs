@@ -186,13 +186,22 @@ async fn operator_against_a_real_apiserver() {
         async move {
             let c = shc.get(name).await.ok()?;
             let st = c.status?;
-            (st.observed_generation == c.metadata.generation && st.conditions.len() == 4)
+            (st.observed_generation == c.metadata.generation && st.conditions.len() == 5)
                 .then_some(st)
         }
     })
     .await;
     let types: Vec<&str> = st.conditions.iter().map(|c| c.type_.as_str()).collect();
-    assert_eq!(types, ["Ready", "Progressing", "Degraded", "Rebalancing"]);
+    assert_eq!(
+        types,
+        [
+            "Ready",
+            "Progressing",
+            "Degraded",
+            "ReplicasHealthy",
+            "Rebalancing"
+        ]
+    );
     assert_eq!(st.desired_nodes, 3);
     assert_eq!(st.shards_healthy, "0/8");
 

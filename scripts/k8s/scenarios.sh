@@ -198,7 +198,7 @@ head -1 "$W/get-shc.txt" | grep -qE 'NAME +PHASE +NODES +SHARDS +AGE' || fail "k
 grep -qE "^$C +Running +3/3 +$SHARDS/$SHARDS " "$W/get-shc.txt" || fail "kubectl get shc row"
 conds=$(shc '{range .status.conditions[*]}{.type}={.status} {end}')
 log "conditions: $conds"
-for want in Ready=True Progressing=False Degraded=False Rebalancing=False; do
+for want in Ready=True Progressing=False Degraded=False ReplicasHealthy=True Rebalancing=False; do
   grep -qw "$want" <<<"$conds" || fail "condition $want missing in: $conds"
 done
 k get pods -o wide >&2

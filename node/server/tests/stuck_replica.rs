@@ -15,6 +15,8 @@ use shardhouse_common::proto::{RebuildReplicaRequest, ShardStatesRequest};
 use shardhouse_test_support::arrow::points_ipc;
 use shardhouse_test_support::node_client::{query_i64, LeaderClient, Outcome};
 use shardhouse_test_support::LocalCluster;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const SHARD: u32 = 0;
@@ -67,6 +69,22 @@ async fn every_replica_has(cluster: &LocalCluster, acked: &[i64]) -> Result<()> 
     Ok(())
 }
 
+/// The stuck node's log lines about the fault, stalls and rebuilds.
+fn stuck_log(data_dir: &std::path::Path) -> String {
+    let log = data_dir.join("node.log");
+    std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| {
+            ["fault", "apply", "rebuild", "snapshot", "ERROR"]
+                .iter()
+                .any(|k| l.contains(k))
+        })
+        .take(40)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_replica_stuck_on_one_entry_is_rebuilt_from_a_peer() -> Result<()> {
     // Node 2 fails its 5th data entry of shard 0 (the others ignore it).
@@ -90,12 +108,33 @@ async fn a_replica_stuck_on_one_entry_is_rebuilt_from_a_peer() -> Result<()> {
     let addrs = cluster.live_addrs();
     let stuck_grpc = cluster.node(STUCK_NODE).grpc.clone();
     let stuck_http = cluster.node(STUCK_NODE).http.clone();
+    let stuck_dir = cluster.node(STUCK_NODE).data_dir.clone();
     let mut client = LeaderClient::new(addrs.iter().map(|(_, a)| a.clone()).collect());
 
     // Write one point per request, recording every acknowledgement, while
-    // watching what the stuck replica reports.
+    // watching what the stuck replica reports. The watcher runs on its own:
+    // when node 2 leads the shard, the write of the failing entry waits for
+    // the whole stall and its rebuild (the leader acknowledges after it
+    // applies), so polling between writes would miss both.
     let mut acked = Vec::new();
-    let (mut saw_stall, mut saw_rebuild) = (String::new(), String::new());
+    let watching = Arc::new(AtomicBool::new(true));
+    let watcher = tokio::spawn({
+        let (watching, stuck_grpc) = (watching.clone(), stuck_grpc.clone());
+        async move {
+            let (mut saw_stall, mut saw_rebuild) = (String::new(), String::new());
+            while watching.load(Ordering::Acquire) {
+                let (stall, rebuild) = shard_state(&stuck_grpc).await?;
+                if saw_stall.is_empty() {
+                    saw_stall = stall;
+                }
+                if saw_rebuild.is_empty() {
+                    saw_rebuild = rebuild;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            anyhow::Ok((saw_stall, saw_rebuild))
+        }
+    });
     let started = Instant::now();
     for v in 1..=40i64 {
         if let Outcome::Acked = client
@@ -104,15 +143,10 @@ async fn a_replica_stuck_on_one_entry_is_rebuilt_from_a_peer() -> Result<()> {
         {
             acked.push(v);
         }
-        let (stall, rebuild) = shard_state(&stuck_grpc).await?;
-        if saw_stall.is_empty() {
-            saw_stall = stall;
-        }
-        if saw_rebuild.is_empty() {
-            saw_rebuild = rebuild;
-        }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    watching.store(false, Ordering::Release);
+    let (saw_stall, saw_rebuild) = watcher.await??;
     ensure!(
         acked.len() >= 38,
         "only {} of 40 writes acknowledged",
@@ -121,7 +155,8 @@ async fn a_replica_stuck_on_one_entry_is_rebuilt_from_a_peer() -> Result<()> {
     // It stopped at the entry and said why.
     ensure!(
         saw_stall.contains("injected apply failure") || saw_rebuild == "auto",
-        "the stuck replica never reported its stall (saw {saw_stall:?} / {saw_rebuild:?})"
+        "the stuck replica never reported its stall (saw {saw_stall:?} / {saw_rebuild:?}); its log:\n{}",
+        stuck_log(&stuck_dir)
     );
     // Rebuilt automatically once, from a peer, within the test.
     let deadline = Instant::now() + Duration::from_secs(30);
