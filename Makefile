@@ -13,12 +13,12 @@ export PATH := $(HOME)/go/bin:/usr/local/go/bin:$(PATH)
 
 CARGO ?= cargo
 
-.PHONY: help deps build run test lint fmt bench-engine bench-layouts bench-wal bench-frontdoor bench-e2e bench-protocols bench-query chaos images test-k8s
+.PHONY: help deps build run test lint fmt bench-engine bench-layouts bench-wal bench-frontdoor bench-e2e bench-small-writes bench-scaleout bench-protocols bench-query chaos images test-k8s
 
 help:
 	@echo "make run    - start a local cluster (etcd, nodes, router) in the foreground"
 	@echo "make test   - install dependencies and run every test"
-	@echo "make bench-engine | bench-layouts | bench-wal | bench-frontdoor | bench-e2e | bench-protocols | bench-query | chaos"
+	@echo "make bench-engine | bench-layouts | bench-wal | bench-frontdoor | bench-e2e | bench-small-writes | bench-scaleout | bench-protocols | bench-query | chaos"
 	@echo "make images   - operator, router, node and etcd images (buildah, OCI archives)"
 	@echo "make test-k8s - a real one-machine Kubernetes in a netns: install, ingest, scale, upgrade"
 
@@ -57,6 +57,14 @@ bench-frontdoor: deps
 
 bench-e2e: build
 	@scripts/bench-e2e.sh
+
+# Issue 18: 1-10 point requests at a constant arrival rate, RF=3 and QuestDB.
+bench-small-writes: build
+	@scripts/bench-small-writes.sh
+
+# Issue 18: the e2e ramp against 1, 2 and 4 nodes under equal CPU quotas.
+bench-scaleout: build
+	@scripts/bench-scaleout.sh
 
 bench-protocols: build
 	@scripts/bench-protocols.sh

@@ -10,6 +10,7 @@ pub mod ack;
 pub mod dataset;
 pub mod encode;
 pub mod error;
+pub mod ramp;
 pub mod report;
 pub mod resources;
 pub mod runner;
