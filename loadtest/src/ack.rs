@@ -4,7 +4,9 @@
 //! Every point carries a unique sequence number `seq` as its field `v` and
 //! as its timestamp offset (`base_ns + seq`), spread over a few series. A
 //! request carries a contiguous range of seqs, so the log stores one line per
-//! acknowledged request: `<first_seq> <count>`.
+//! acknowledged request: `<first_seq> <count> <ack_unix_ms> <latency_us>`
+//! (readers need only the first two fields; the last two give the latency of
+//! the requests sent in a time window, e.g. while shards move).
 
 use crate::report::fmt_int;
 use crate::sql;
@@ -182,7 +184,8 @@ pub async fn ack_load(
                 let mut l = log.lock().unwrap_or_else(|e| e.into_inner());
                 // Flushed per ack so a crash of the load generator itself
                 // still leaves every ack it saw on disk.
-                let _ = writeln!(l, "{first} {count}").and_then(|_| l.flush());
+                let (ack_ms, lat_us) = (now_ns() / 1_000_000, t0.elapsed().as_micros());
+                let _ = writeln!(l, "{first} {count} {ack_ms} {lat_us}").and_then(|_| l.flush());
             } else if let Some(label) = o.error_label() {
                 *s.errors.entry(label).or_default() += 1;
             }
@@ -208,11 +211,28 @@ pub async fn ack_load(
     Ok(s)
 }
 
+/// An ack log as read back: what was written where, and which seq ranges
+/// were acknowledged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AckLog {
+    pub measurement: String,
+    /// Timestamp of seq 0, ns (seq `s` is stored at `base_ns + s`).
+    pub base_ns: i64,
+    pub ranges: Vec<(u64, u64)>,
+}
+
 /// The acknowledged seq ranges and the measurement of an ack log.
 pub fn read_ack_log(path: &Path) -> Result<(String, Vec<(u64, u64)>)> {
+    let log = read_ack_log_full(path)?;
+    Ok((log.measurement, log.ranges))
+}
+
+/// The whole ack log: header and acknowledged ranges.
+pub fn read_ack_log_full(path: &Path) -> Result<AckLog> {
     let p = path.display().to_string();
     let f = std::fs::File::open(path).map_err(|e| Error::io(&p, e))?;
     let mut measurement = None;
+    let mut base_ns = 0i64;
     let mut ranges = Vec::new();
     for (n, line) in std::io::BufReader::new(f).lines().enumerate() {
         let line = line.map_err(|e| Error::io(&p, e))?;
@@ -220,6 +240,9 @@ pub fn read_ack_log(path: &Path) -> Result<(String, Vec<(u64, u64)>)> {
             for kv in h.split_whitespace() {
                 if let Some(m) = kv.strip_prefix("measurement=") {
                     measurement = Some(m.to_string());
+                }
+                if let Some(b) = kv.strip_prefix("base_ns=") {
+                    base_ns = b.parse().unwrap_or(0);
                 }
             }
             continue;
@@ -238,11 +261,15 @@ pub fn read_ack_log(path: &Path) -> Result<(String, Vec<(u64, u64)>)> {
             }
         }
     }
-    let m = measurement.ok_or_else(|| Error::AckLog {
+    let measurement = measurement.ok_or_else(|| Error::AckLog {
         path: p.clone(),
         reason: "no `# measurement=` header; was it written by ack-load?".into(),
     })?;
-    Ok((m, ranges))
+    Ok(AckLog {
+        measurement,
+        base_ns,
+        ranges,
+    })
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -316,7 +343,11 @@ pub async fn verify(
     ack_log: &Path,
     wait: Duration,
 ) -> Result<Verdict> {
-    let (m, ranges) = read_ack_log(ack_log)?;
+    let log = read_ack_log_full(ack_log)?;
+    if crate::ack_bulk::wanted(&log.ranges) {
+        return crate::ack_bulk::verify(target, database, &log, wait).await;
+    }
+    let (m, ranges) = (log.measurement, log.ranges);
     let q = format!("SELECT v FROM {m} FINAL");
     let deadline = Instant::now() + wait;
     loop {

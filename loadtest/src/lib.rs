@@ -7,6 +7,8 @@
 //! (N virtual users) is kept for contrast, because it hides backpressure.
 
 pub mod ack;
+pub mod ack_bulk;
+pub mod analyze;
 pub mod dataset;
 pub mod encode;
 pub mod error;

@@ -39,6 +39,8 @@ enum Cmd {
     AckLoad(chaos::AckLoadArgs),
     /// Check that every point in an ack log is stored exactly once.
     Verify(chaos::VerifyArgs),
+    /// Figures from a finished run: latency in time windows, RSS slopes.
+    Analyze(shardhouse_loadtest::analyze::AnalyzeArgs),
     /// Write one pre-encoded request body to a file (for k6 and curl).
     Payload {
         #[arg(long, default_value = "low")]
@@ -74,6 +76,7 @@ async fn main() -> Result<()> {
         Cmd::SmallWrites(a) => open::small_writes(a).await,
         Cmd::AckLoad(a) => chaos::ack_load(a).await,
         Cmd::Verify(a) => chaos::verify(a).await,
+        Cmd::Analyze(a) => Ok(shardhouse_loadtest::analyze::run(a)?),
         Cmd::Payload {
             dataset,
             protocol,

@@ -5,6 +5,7 @@
 //! local cluster.
 
 pub mod autoscale;
+pub mod backoff;
 pub mod controller;
 pub mod crd;
 pub mod dashboards;

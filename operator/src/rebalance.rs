@@ -6,6 +6,7 @@
 //! compare-and-swap on the map's etcd revision so two rebalancers cannot
 //! interleave their writes.
 
+use crate::backoff::Backoff;
 use crate::planner::{self, Move};
 use crate::{Error, Result};
 use etcd_client::{Compare, CompareOp, GetOptions, Txn, TxnOp};
@@ -15,6 +16,7 @@ use shardhouse_common::proto::{
     ShardStatesRequest, TransferLeaderRequest,
 };
 use shardhouse_common::shard_map::{keys, NodeInfo, ShardMap};
+use shardhouse_common::status::ErrorExt as _;
 use std::collections::BTreeMap;
 use std::time::Duration;
 use tonic::transport::Channel;
@@ -122,6 +124,10 @@ impl ClusterMeta {
 pub struct Executor {
     pub meta: ClusterMeta,
     pub catch_up_timeout: Duration,
+    /// How a failed leader transfer is tried again within the move.
+    pub transfer_backoff: Backoff,
+    /// Leader transfers tried again so far (each failed try counts once).
+    pub transfer_retries: u64,
     channels: BTreeMap<u64, (String, AdminClient<Channel>)>,
 }
 
@@ -130,6 +136,8 @@ impl Executor {
         Executor {
             meta,
             catch_up_timeout: Duration::from_secs(300),
+            transfer_backoff: Backoff::TRANSFER_LEADER,
+            transfer_retries: 0,
             channels: BTreeMap::new(),
         }
     }
@@ -320,16 +328,7 @@ impl Executor {
                 .await?;
             }
             Move::TransferLeader { from, to, .. } => {
-                let req = TransferLeaderRequest { shard, to_node: to };
-                self.send_to_leader(
-                    "TransferLeader",
-                    shard,
-                    from,
-                    &nodes,
-                    ChangeOrTransfer::Transfer(req),
-                )
-                .await?;
-                self.wait_leader(shard, to, &nodes).await?;
+                self.transfer_leader(shard, from, to, &nodes).await?;
             }
             Move::RemoveReplica { node, .. } => {
                 let req = ChangeReplicaRequest {
@@ -352,6 +351,95 @@ impl Executor {
         crate::metrics::REBALANCE_MOVES.inc();
         tracing::info!(?mv, epoch = map.epoch, "shard move applied");
         Ok(())
+    }
+
+    /// Moves the shard's leadership to `to`, trying again with
+    /// `transfer_backoff` while the failure is one that passes (`to` not yet
+    /// a voter in its own view, a transfer timed out, a node briefly
+    /// unreachable): a transfer right after a promotion used to abort the
+    /// whole rebalance.
+    async fn transfer_leader(
+        &mut self,
+        shard: u32,
+        from: u64,
+        to: u64,
+        nodes: &BTreeMap<u64, NodeInfo>,
+    ) -> Result<()> {
+        let mut failures = 0u32;
+        loop {
+            let res = self.transfer_once(shard, from, to, nodes).await;
+            let err = match res {
+                Ok(()) => return Ok(()),
+                Err(e) => e,
+            };
+            failures += 1;
+            let pause = err
+                .status_code()
+                .is_retryable()
+                .then(|| self.transfer_backoff.delay(failures))
+                .flatten();
+            let Some(pause) = pause else {
+                return Err(err);
+            };
+            self.transfer_retries += 1;
+            tracing::warn!(
+                shard,
+                to,
+                failures,
+                pause_ms = pause.as_millis() as u64,
+                error = %err,
+                "leader transfer failed; trying again"
+            );
+            tokio::time::sleep(pause).await;
+        }
+    }
+
+    /// One try: `to` must see itself as a voter (a learner ignores the
+    /// transfer and the leader holds writes back until it times out), then
+    /// the leader (starting at `from`, following hints) hands over, and `to`
+    /// reports itself leading.
+    async fn transfer_once(
+        &mut self,
+        shard: u32,
+        from: u64,
+        to: u64,
+        nodes: &BTreeMap<u64, NodeInfo>,
+    ) -> Result<()> {
+        let role = self
+            .shard_states(to, nodes)
+            .await?
+            .shards
+            .into_iter()
+            .find(|s| s.shard == shard)
+            .map(|s| s.role);
+        match role.as_deref() {
+            Some("leader") => return Ok(()),
+            Some("follower") => {}
+            other => {
+                return Err(Error::Admin {
+                    node_id: to,
+                    addr: nodes
+                        .get(&to)
+                        .map_or_else(String::new, |n| n.grpc_addr.clone()),
+                    call: "TransferLeader",
+                    shard,
+                    message: format!(
+                        "the target is not a voter yet in its own view (role {})",
+                        other.unwrap_or("none: no replica")
+                    ),
+                })
+            }
+        }
+        let req = TransferLeaderRequest { shard, to_node: to };
+        self.send_to_leader(
+            "TransferLeader",
+            shard,
+            from,
+            nodes,
+            ChangeOrTransfer::Transfer(req),
+        )
+        .await?;
+        self.wait_leader(shard, to, nodes).await
     }
 
     async fn load(&mut self) -> Result<(ShardMap, i64)> {

@@ -152,12 +152,29 @@ async fn main() -> anyhow::Result<()> {
             }
             let mut exec = Executor::new(meta);
             exec.catch_up_timeout = std::time::Duration::from_secs(catch_up_timeout);
+            let started = std::time::Instant::now();
             for (i, mv) in moves.iter().enumerate() {
+                let t0 = std::time::Instant::now();
                 exec.execute(mv)
                     .await
                     .with_context(|| format!("move {} of {}: {mv:?}", i + 1, moves.len()))?;
-                writeln!(out, "done {}/{}", i + 1, moves.len())?;
+                writeln!(
+                    out,
+                    "done {}/{} in {:.1} s",
+                    i + 1,
+                    moves.len(),
+                    t0.elapsed().as_secs_f64()
+                )?;
             }
+            // Scripts (chaos, soak) read this line: how long the moves took
+            // and how many leader transfers had to be tried again.
+            writeln!(
+                out,
+                "rebalance moves={} secs={:.1} transfer_retries={}",
+                moves.len(),
+                started.elapsed().as_secs_f64(),
+                exec.transfer_retries
+            )?;
         }
         Command::RebuildReplica {
             shard,
