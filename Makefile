@@ -13,12 +13,12 @@ export PATH := $(HOME)/go/bin:/usr/local/go/bin:$(PATH)
 
 CARGO ?= cargo
 
-.PHONY: help deps build run test lint fmt bench-engine bench-layouts bench-wal bench-frontdoor bench-e2e bench-small-writes bench-scaleout bench-protocols bench-query chaos images test-k8s
+.PHONY: help deps build run test lint fmt bench-engine bench-layouts bench-wal bench-frontdoor bench-e2e bench-small-writes bench-scaleout bench-planner bench-protocols bench-query chaos images test-k8s
 
 help:
 	@echo "make run    - start a local cluster (etcd, nodes, router) in the foreground"
 	@echo "make test   - install dependencies and run every test"
-	@echo "make bench-engine | bench-layouts | bench-wal | bench-frontdoor | bench-e2e | bench-small-writes | bench-scaleout | bench-protocols | bench-query | chaos"
+	@echo "make bench-engine | bench-layouts | bench-wal | bench-frontdoor | bench-e2e | bench-small-writes | bench-scaleout | bench-planner | bench-protocols | bench-query | chaos"
 	@echo "make images   - operator, router, node and etcd images (buildah, OCI archives)"
 	@echo "make test-k8s - a real one-machine Kubernetes in a netns: install, ingest, scale, upgrade"
 
@@ -65,6 +65,10 @@ bench-small-writes: build
 # Issue 18: the e2e ramp against 1, 2 and 4 nodes under equal CPU quotas.
 bench-scaleout: build
 	@scripts/bench-scaleout.sh
+
+# Issue 18: the shard planner over 100 nodes and 4,096 shards.
+bench-planner: deps
+	$(CARGO) bench -p shardhouse-operator --bench bench-planner
 
 bench-protocols: build
 	@scripts/bench-protocols.sh
