@@ -79,7 +79,7 @@ pub async fn run(
     }
     let directory = Arc::new(PeerDirectory::default());
     let transport = GrpcTransport::new(opts.node_id, Arc::clone(&directory), cluster_token.clone());
-    let wal_cfg = WalConfig {
+    let mut wal_cfg = WalConfig {
         node_id: opts.node_id,
         dir: opts.data_dir.join("wal"),
         tick_interval: Duration::from_millis(opts.raft_tick_ms),
@@ -92,6 +92,7 @@ pub async fn run(
         rebuild_after_failed_applies: opts.wal_rebuild_after_failed_applies,
         ..WalConfig::default()
     };
+    crate::faults::apply_disk_env(opts.node_id, &mut wal_cfg);
     let sm = EngineStateMachine::new(Arc::clone(&engine), opts.node_id);
     let wal = {
         let transport = Arc::clone(&transport);

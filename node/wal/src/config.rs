@@ -54,6 +54,16 @@ pub struct WalConfig {
     /// attempts is about a minute. 0 = never automatically (by hand with
     /// [`Wal::rebuild_replica`](crate::Wal::rebuild_replica) only).
     pub rebuild_after_failed_applies: u32,
+    /// Proposals are refused ([`WalError::DiskFull`](crate::WalError)) while
+    /// the WAL filesystem has less free space than this, so RocksDB itself
+    /// rarely meets a full disk.
+    pub disk_reserve_bytes: u64,
+    /// Proposals on a shard are refused (429, retry after 1 s) while its log
+    /// holds more than this many bytes: entries the engine has not flushed
+    /// stay in the log, so a failing engine disk fills the WAL's instead.
+    pub max_log_bytes_per_shard: u64,
+    /// Test faults of the write path; default off.
+    pub disk_faults: crate::DiskFaults,
     /// Wall-clock ticks in production; [`TickSource::Manual`] lets a test
     /// step time with [`Wal::tick`](crate::Wal::tick).
     pub ticks: TickSource,
@@ -84,6 +94,9 @@ impl Default for WalConfig {
             sst_bytes_per_sync: 1 << 20,
             sst_write_bytes_per_sec: 48 << 20,
             rebuild_after_failed_applies: 10,
+            disk_reserve_bytes: 64 << 20,
+            max_log_bytes_per_shard: 4 << 30,
+            disk_faults: crate::DiskFaults::default(),
             ticks: TickSource::WallClock,
         }
     }

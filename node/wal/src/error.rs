@@ -15,6 +15,12 @@ pub enum WalError {
     ShardNotFound(ShardId),
     #[error("shard temporarily unavailable: {0}; retry later")]
     Unavailable(String),
+    /// The WAL filesystem is full (the message names the node and sizes).
+    #[error("{0}")]
+    DiskFull(String),
+    /// The shard's log not yet flushed to the engine is over its bound.
+    #[error("{0}")]
+    LogOverBound(String),
     #[error("WAL storage (RocksDB) failed: {}{source}; check the disk and the data directory", context_prefix(.context))]
     Storage {
         /// What the WAL was doing, when it is more than a read or write of
@@ -56,7 +62,8 @@ impl ErrorExt for WalError {
     fn status_code(&self) -> StatusCode {
         match self {
             WalError::NotLeader { .. } => StatusCode::NotLeader,
-            WalError::Overloaded { .. } => StatusCode::Overloaded,
+            WalError::Overloaded { .. } | WalError::LogOverBound(_) => StatusCode::Overloaded,
+            WalError::DiskFull(_) => StatusCode::StorageFull,
             // Routing, not the request: another node hosts the shard.
             WalError::ShardNotFound(_) | WalError::Unavailable(_) | WalError::Shutdown => {
                 StatusCode::Unavailable
@@ -71,6 +78,8 @@ impl ErrorExt for WalError {
     fn retry_after(&self) -> Option<Duration> {
         match self {
             WalError::Overloaded { retry_after_ms } => Some(Duration::from_millis(*retry_after_ms)),
+            // The engine needs seconds to catch up, not milliseconds.
+            WalError::LogOverBound(_) => Some(Duration::from_secs(1)),
             _ => None,
         }
     }
@@ -129,10 +138,12 @@ mod tests {
                 S::InvalidArgument,
             ),
             (WalError::Shutdown, S::Unavailable),
+            (WalError::DiskFull("WAL disk full".into()), S::StorageFull),
+            (WalError::LogOverBound("log".into()), S::Overloaded),
         ];
         for (e, code) in table {
             assert_eq!(e.status_code(), code, "{e}");
-            let hint = matches!(e, WalError::Overloaded { .. });
+            let hint = matches!(e, WalError::Overloaded { .. } | WalError::LogOverBound(_));
             assert_eq!(e.retry_after().is_some(), hint, "{e}");
         }
         assert_eq!(

@@ -106,6 +106,23 @@ pub static REPLICA_REBUILDS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     .expect("register shardhouse_wal_replica_rebuilds_total")
 });
 
+pub static DISK_FULL: LazyLock<IntGauge> = LazyLock::new(|| {
+    register_int_gauge!(
+        "shardhouse_wal_disk_full",
+        "1 while writes are refused because the WAL filesystem is below its free-space reserve or RocksDB reported it out of space"
+    )
+    .expect("register shardhouse_wal_disk_full")
+});
+
+pub static WRITES_REFUSED: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!(
+        "shardhouse_wal_writes_refused_total",
+        "Proposals refused by the WAL's disk guards (disk_full: below the free-space reserve; log_bound: the unflushed log is over its bound)",
+        &["reason"]
+    )
+    .expect("register shardhouse_wal_writes_refused_total")
+});
+
 /// Registers every WAL metric now, so `/metrics` lists them (at zero)
 /// before the first event.
 pub fn register() {
@@ -119,6 +136,10 @@ pub fn register() {
     LazyLock::force(&APPLY_FAILURES);
     LazyLock::force(&APPLY_REJECTED);
     LazyLock::force(&RESTORE_FAILURES);
+    LazyLock::force(&DISK_FULL);
+    for r in ["disk_full", "log_bound"] {
+        WRITES_REFUSED.with_label_values(&[r]);
+    }
     for t in ["auto", "manual"] {
         REPLICA_REBUILDS.with_label_values(&[t]);
     }
@@ -150,6 +171,8 @@ mod tests {
             "shardhouse_wal_apply_rejected_total",
             "shardhouse_wal_snapshot_restore_failures_total",
             "shardhouse_wal_replica_rebuilds_total",
+            "shardhouse_wal_disk_full",
+            "shardhouse_wal_writes_refused_total",
         ] {
             assert!(
                 names.iter().any(|n| n == want),

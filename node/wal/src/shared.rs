@@ -67,6 +67,7 @@ pub(crate) struct Inner {
     pub(crate) lag_slots: Vec<AtomicU64>,
     /// Wall clock, or the manual one [`Wal::tick`](crate::Wal::tick) moves.
     pub(crate) clock: Clock,
+    pub(crate) disk: crate::disk::WalDisk,
 }
 
 impl Inner {

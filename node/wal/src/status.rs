@@ -37,6 +37,9 @@ pub struct ShardStatus {
     /// On a leader: entries the slowest follower or learner is behind.
     pub max_follower_lag: u64,
     pub inflight_bytes: usize,
+    /// Bytes of entries in the log (not yet compacted, which waits for the
+    /// engine's flush); approximate after a compaction.
+    pub log_bytes: u64,
     /// Set while the state machine keeps failing to apply the next entry:
     /// the failure, and how many attempts were made. The shard's applied
     /// index stays below that entry until it succeeds.

@@ -28,6 +28,9 @@ pub struct ShardStorage {
     /// Recent entries, contiguous and ending at `last_index` when non-empty.
     cache: VecDeque<Entry>,
     cache_bytes: usize,
+    /// Bytes of the entries in the log (exact for cached entries,
+    /// estimated for the others once part of them is compacted).
+    log_bytes: u64,
     snap: Arc<Mutex<SnapSlot>>,
     apply_tx: Sender<ApplyMsg>,
 }
@@ -61,6 +64,7 @@ impl ShardStorage {
             last_term: 0,
             cache: VecDeque::new(),
             cache_bytes: 0,
+            log_bytes: 0,
             snap,
             apply_tx,
         }
@@ -102,6 +106,7 @@ impl ShardStorage {
             state,
             cache: VecDeque::new(),
             cache_bytes: 0,
+            log_bytes: 0,
             snap,
             apply_tx,
         };
@@ -127,7 +132,62 @@ impl ShardStorage {
             s.last_index = e.index;
             s.last_term = e.term;
         }
+        s.log_bytes = s.verify_log()?;
         Ok(s)
+    }
+
+    /// Reads the whole log once at start: RocksDB checks every block's
+    /// checksum, and every entry must decode and follow the one before. A
+    /// damaged log is found here, with the shard and index, before raft
+    /// could serve from it. Returns the log's size in bytes.
+    fn verify_log(&self) -> Result<u64> {
+        let (low, high) = (self.state.truncated_index + 1, self.last_index + 1);
+        if low >= high {
+            return Ok(0);
+        }
+        let mut bytes = 0u64;
+        let mut next = low;
+        let start = keys::log_key(self.shard, low);
+        for kv in self
+            .db
+            .iterator(IteratorMode::From(&start, Direction::Forward))
+        {
+            let (k, v) = kv.map_err(|e| {
+                WalError::Corrupt(format!(
+                    "shard {}: log unreadable after index {}: {e}",
+                    self.shard,
+                    next.saturating_sub(1)
+                ))
+            })?;
+            let Some((sh, idx)) = keys::parse_log_key(&k) else {
+                break;
+            };
+            if sh != self.shard || idx >= high {
+                break;
+            }
+            if idx != next {
+                return Err(WalError::Corrupt(format!(
+                    "shard {}: log entry {next} missing (next is {idx})",
+                    self.shard
+                )));
+            }
+            let e = keys::decode_entry(idx, Bytes::from(v.into_vec())).map_err(|e| {
+                WalError::Corrupt(format!("shard {}: log entry {idx}: {e}", self.shard))
+            })?;
+            bytes += entry_bytes(&e) as u64;
+            next += 1;
+        }
+        if next != high {
+            return Err(WalError::Corrupt(format!(
+                "shard {}: log entries [{next}, {high}) missing",
+                self.shard
+            )));
+        }
+        Ok(bytes)
+    }
+
+    pub fn log_bytes(&self) -> u64 {
+        self.log_bytes
     }
 
     pub fn truncated_index(&self) -> u64 {
@@ -184,6 +244,7 @@ impl ShardStorage {
         while let Some(back) = self.cache.back() {
             if back.index >= first.index {
                 self.cache_bytes -= entry_bytes(back);
+                self.log_bytes = self.log_bytes.saturating_sub(entry_bytes(back) as u64);
                 self.cache.pop_back();
             } else {
                 break;
@@ -207,6 +268,7 @@ impl ShardStorage {
         for e in entries {
             wb.put(keys::log_key(self.shard, e.index), keys::encode_entry(e));
             self.cache_bytes += entry_bytes(e);
+            self.log_bytes += entry_bytes(e) as u64;
             self.cache.push_back(e.clone());
         }
         self.last_index = last.index;
@@ -223,6 +285,7 @@ impl ShardStorage {
         wb.delete(keys::log_key(self.shard, u64::MAX));
         self.cache.clear();
         self.cache_bytes = 0;
+        self.log_bytes = 0;
         self.state.truncated_index = meta.index;
         self.state.truncated_term = meta.term;
         self.state.conf_state = meta.get_conf_state().clone();
@@ -249,15 +312,27 @@ impl ShardStorage {
             keys::log_key(self.shard, self.state.truncated_index),
             keys::log_key(self.shard, index + 1),
         );
+        // Entries no longer cached count at their average size.
+        let uncached = (self.last_index - self.state.truncated_index) as usize - self.cache.len();
+        let uncached_bytes = self.log_bytes.saturating_sub(self.cache_bytes as u64);
+        let removed = (index - self.state.truncated_index) as usize;
         self.state.truncated_index = index;
         self.state.truncated_term = term;
+        let mut cached_removed = 0;
         while let Some(front) = self.cache.front() {
             if front.index <= index {
                 self.cache_bytes -= entry_bytes(front);
+                self.log_bytes = self.log_bytes.saturating_sub(entry_bytes(front) as u64);
+                cached_removed += 1;
                 self.cache.pop_front();
             } else {
                 break;
             }
+        }
+        let uncached_removed = removed.saturating_sub(cached_removed).min(uncached);
+        if uncached > 0 {
+            let estimate = uncached_bytes * uncached_removed as u64 / uncached as u64;
+            self.log_bytes = self.log_bytes.saturating_sub(estimate);
         }
         Ok(())
     }
@@ -539,6 +614,42 @@ mod tests {
                 .unwrap()
         );
         assert_eq!(r.initial_state().unwrap().conf_state.voters, vec![1]);
+    }
+
+    #[test]
+    fn log_bytes_follow_appends_and_compaction_and_a_damaged_entry_fails_the_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open_db(dir.path());
+        let mut s = new_storage(&db, 5);
+        let mut wb = WriteBatch::default();
+        let ents: Vec<_> = (1..=10).map(|i| entry(i, 1, &[0u8; 68])).collect();
+        s.append(&ents, &mut wb).unwrap();
+        s.write_state(&mut wb);
+        write(&db, wb);
+        assert_eq!(s.log_bytes(), 10 * 100);
+        // Half the entries out of the cache, then compact 1..=4.
+        s.evict_cache(5, 500);
+        let mut wb = WriteBatch::default();
+        s.compact_to(4, &mut wb).unwrap();
+        s.write_state(&mut wb);
+        write(&db, wb);
+        assert_eq!(s.log_bytes(), 6 * 100);
+        let load = || {
+            let state =
+                LocalState::decode(5, &db.get(keys::state_key(5)).unwrap().unwrap()).unwrap();
+            let (tx, _rx) = crossbeam_channel::unbounded();
+            ShardStorage::load(db.clone(), 5, state, Default::default(), tx)
+        };
+        assert_eq!(load().unwrap().log_bytes(), 6 * 100);
+        // Entry 7 damaged on disk: the load says which.
+        db.put(keys::log_key(5, 7), b"\x01garbage").unwrap();
+        let err = load().err().expect("a damaged entry loads");
+        assert!(matches!(err, WalError::Corrupt(_)), "{err}");
+        assert!(err.to_string().contains("shard 5: log entry 7"), "{err}");
+        // A missing entry too.
+        db.delete(keys::log_key(5, 7)).unwrap();
+        let err = load().err().expect("a log hole loads");
+        assert!(err.to_string().contains("log entry 7 missing"), "{err}");
     }
 
     #[test]

@@ -163,6 +163,7 @@ impl Peer {
             learners,
             max_follower_lag,
             inflight_bytes: self.handle.inflight_bytes.load(Ordering::Relaxed),
+            log_bytes: self.node.store().log_bytes(),
             apply_stalled: None,
             rebuilding: self.rebuild.map(|r| r.why),
         }

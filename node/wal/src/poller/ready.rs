@@ -10,7 +10,7 @@ use raft::eraftpb::{
     ConfChange, ConfChangeV2, ConfState, Entry, EntryType, Message, MessageType, Snapshot,
 };
 use raft::{Ready, SnapshotStatus, StateRole};
-use rocksdb::{WriteBatch, WriteOptions};
+use rocksdb::WriteBatch;
 
 use super::{HeldReady, Peer, Poller};
 use crate::apply::{ApplyItem, ApplyMsg, ApplyWaiter, PendingRestore};
@@ -257,14 +257,11 @@ impl Poller {
             }
         }
         if !wb.is_empty() {
-            let mut wo = WriteOptions::default();
-            wo.set_sync(sync);
             let started = Instant::now();
-            if let Err(e) = self.db.write_opt(wb, &wo) {
-                // Raft must never be told something is durable that is not.
-                tracing::error!(error = %e, "WAL write failed");
-                panic!("WAL RocksDB write failed: {e}");
-            }
+            // Raft must never be told something is durable that is not:
+            // returns once written; out of space it waits, otherwise the
+            // node stops (disk.rs).
+            self.inner.disk.write(&self.db, wb, sync);
             if sync {
                 metrics::APPEND_SECONDS.observe(started.elapsed().as_secs_f64());
                 metrics::GROUP_COMMIT_ENTRIES.observe(n_entries as f64);
