@@ -9,15 +9,18 @@
 //! Every call is synchronous and may block for the length of a chDB statement:
 //! async callers use `tokio::task::spawn_blocking`. See docs/storage.md.
 
+mod apply;
 mod buffer;
 pub mod catalog;
 mod columns;
+mod ddl;
 pub mod engine;
 pub mod error;
 pub mod exit;
 mod flush;
 pub mod ipc;
 pub mod layout;
+mod lifecycle;
 pub mod loader;
 pub mod metrics;
 pub mod ops;

@@ -1,0 +1,115 @@
+//! What one committed entry stores: several tables under one index, all
+//! or nothing; a table the engine cannot name is skipped.
+
+use bytes::Bytes;
+use shardhouse_engine::testdata::{encode_points, PointRow};
+use shardhouse_engine::{Applied, TableBatchRef};
+use shardhouse_test_support::arrow::col_strings;
+
+use crate::{count_final, engine, f, points};
+
+#[test]
+fn one_entry_carries_several_tables_all_or_nothing() {
+    let e = engine();
+    let shard = 9;
+    let cpu = points(&[PointRow::new(1, 100).field("v", f(1.0))]);
+    let mem = encode_points(
+        "mem",
+        &[
+            PointRow::new(2, 100).field("used", f(2.0)),
+            PointRow::new(2, 200).field("used", f(3.0)),
+        ],
+    )
+    .expect("encode points");
+    e.apply_tables(
+        shard,
+        1,
+        &[
+            TableBatchRef {
+                database: "db",
+                measurement: "cpu",
+                points_ipc: &Bytes::from(cpu),
+                series_ipc: &Bytes::new(),
+            },
+            TableBatchRef {
+                database: "db",
+                measurement: "mem",
+                points_ipc: &Bytes::from(mem),
+                series_ipc: &Bytes::new(),
+            },
+        ],
+    )
+    .unwrap();
+    // One bad table fails the whole entry: its good table is not buffered.
+    let more_cpu = points(&[PointRow::new(3, 100).field("v", f(9.0))]);
+    let err = e
+        .apply_tables(
+            shard,
+            2,
+            &[
+                TableBatchRef {
+                    database: "db",
+                    measurement: "cpu",
+                    points_ipc: &Bytes::from(more_cpu),
+                    series_ipc: &Bytes::new(),
+                },
+                TableBatchRef {
+                    database: "db",
+                    measurement: "mem",
+                    points_ipc: &Bytes::from_static(b"not an arrow stream"),
+                    series_ipc: &Bytes::new(),
+                },
+            ],
+        )
+        .expect("an undecodable table is a decision, not a failure");
+    // The same bytes on every replica: the entry is rejected whole, alike.
+    let Applied::Rejected(err) = err else {
+        panic!("an undecodable table must reject the entry, got {err:?}")
+    };
+    assert!(err.to_string().contains("Arrow IPC"), "{err}");
+    e.flush_all().unwrap();
+    assert_eq!(count_final(e, shard, "cpu"), 1);
+    assert_eq!(count_final(e, shard, "mem"), 2);
+    assert_eq!(e.flushed_index(shard), 1);
+}
+
+/// An entry written before names were checked at admission, carrying a
+/// measurement the engine cannot name as a table next to a good one: the
+/// bad table is skipped on apply (it used to fail every flush of the shard,
+/// for good, and with it every query), the good one is stored.
+#[test]
+fn an_unstorable_table_in_an_old_entry_is_skipped_and_the_rest_kept() {
+    let e = engine();
+    let shard = 32;
+    let bad_name = "é".repeat(150);
+    let bad =
+        Bytes::from(encode_points(&bad_name, &[PointRow::new(1, 1).field("v", f(1.0))]).unwrap());
+    let good =
+        Bytes::from(encode_points("good", &[PointRow::new(2, 1).field("v", f(2.0))]).unwrap());
+    let tables = [
+        TableBatchRef {
+            database: "db",
+            measurement: &bad_name,
+            points_ipc: &bad,
+            series_ipc: &Bytes::new(),
+        },
+        TableBatchRef {
+            database: "db",
+            measurement: "good",
+            points_ipc: &good,
+            series_ipc: &Bytes::new(),
+        },
+    ];
+    assert!(matches!(
+        e.apply_tables(shard, 1, &tables).unwrap(),
+        Applied::Stored
+    ));
+    e.flush_shard(shard).unwrap();
+    assert_eq!(e.flushed_index(shard), 1);
+    assert!(e.flush_failures().iter().all(|f| f.shard != shard));
+    assert_eq!(count_final(e, shard, "good"), 1);
+    assert_eq!(
+        col_strings(&e.query(shard, "db", "SELECT 1").unwrap(), 0),
+        ["1"]
+    );
+}

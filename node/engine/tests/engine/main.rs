@@ -1,0 +1,58 @@
+//! Engine behaviour against the real chDB engine. chDB is one engine per
+//! process, so every test here shares one `Engine` and uses its own shards.
+//! One test binary by topic: a module a topic, helpers here.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use bytes::Bytes;
+use shardhouse_engine::testdata::{encode_points, FieldValue, PointRow};
+use shardhouse_engine::{Engine, EngineConfig};
+use shardhouse_test_support::arrow::scalar_u64 as scalar;
+use shardhouse_test_support::chdb_dir;
+
+mod entries;
+mod field_types;
+mod flushing;
+mod rewrites;
+mod schema;
+mod shards;
+
+fn engine() -> &'static Engine {
+    static ENGINE: OnceLock<Engine> = OnceLock::new();
+    ENGINE.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("tempdir").keep();
+        Engine::open(EngineConfig {
+            data_dir: dir,
+            chdb_dir: Some(chdb_dir().unwrap()),
+            pool_size: 2,
+            flush_max_rows: 1_000,
+            flush_max_age: Duration::from_millis(50),
+            ..Default::default()
+        })
+        .expect("open engine")
+    })
+}
+
+fn points(rows: &[PointRow]) -> Vec<u8> {
+    encode_points("cpu", rows).expect("encode points")
+}
+
+fn f(v: f64) -> FieldValue {
+    FieldValue::Float(v)
+}
+
+fn count_final(e: &Engine, shard: u32, table: &str) -> u64 {
+    scalar(
+        &e.query(shard, "db", &format!("SELECT count() FROM {table} FINAL"))
+            .expect("count"),
+    )
+}
+
+fn float_bytes(m: &str) -> Bytes {
+    Bytes::from(encode_points(m, &[PointRow::new(1, 1).field("g", f(1.5))]).unwrap())
+}
+
+fn int_bytes(m: &str) -> Bytes {
+    Bytes::from(encode_points(m, &[PointRow::new(2, 1).field("g", FieldValue::Int(7))]).unwrap())
+}
