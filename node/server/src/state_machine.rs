@@ -6,7 +6,7 @@ use bytes::Bytes;
 use prost::Message as _;
 use shardhouse_common::proto::WalEntry;
 use shardhouse_engine::{Applied, Engine, TableBatchRef};
-use shardhouse_wal::{ApplyOutcome, ShardId, StateMachine};
+use shardhouse_wal::{ApplyOutcome, ShardId, StateMachine, StateMachineError};
 use std::sync::Arc;
 
 pub struct EngineStateMachine {
@@ -25,13 +25,19 @@ impl EngineStateMachine {
 }
 
 impl StateMachine for EngineStateMachine {
-    fn apply(&self, shard: ShardId, index: u64, data: &Bytes) -> Result<ApplyOutcome, String> {
+    fn apply(
+        &self,
+        shard: ShardId,
+        index: u64,
+        data: &Bytes,
+    ) -> Result<ApplyOutcome, StateMachineError> {
         // Leaders append an empty entry on election; there is nothing to store.
         if data.is_empty() {
             return Ok(ApplyOutcome::Applied);
         }
         if let Some(f) = &self.fault {
-            f.check(shard, index)?;
+            f.check(shard, index)
+                .map_err(|e| StateMachineError::other(format!("shard {shard} index {index}"), e))?;
         }
         // Decoding from `Bytes` slices the IPC payloads out of the entry.
         // The bytes are the same on every replica: an undecodable entry is
@@ -48,7 +54,10 @@ impl StateMachine for EngineStateMachine {
             return match self.engine.apply_op(shard, index, op) {
                 Ok(Applied::Stored) => Ok(ApplyOutcome::Applied),
                 Ok(Applied::Rejected(e)) => Ok(ApplyOutcome::Rejected(e.to_string())),
-                Err(e) => Err(format!("shard {shard} index {index}: {e}")),
+                Err(e) => Err(StateMachineError::new(
+                    format!("shard {shard} index {index}"),
+                    e,
+                )),
             };
         }
         let tables = match entry_tables(&entry) {
@@ -62,7 +71,10 @@ impl StateMachine for EngineStateMachine {
         match self.engine.apply_tables(shard, index, &tables) {
             Ok(Applied::Stored) => Ok(ApplyOutcome::Applied),
             Ok(Applied::Rejected(e)) => Ok(ApplyOutcome::Rejected(e.to_string())),
-            Err(e) => Err(format!("shard {shard} index {index}: {e}")),
+            Err(e) => Err(StateMachineError::new(
+                format!("shard {shard} index {index}"),
+                e,
+            )),
         }
     }
 
@@ -70,16 +82,16 @@ impl StateMachine for EngineStateMachine {
         self.engine.flushed_index(shard)
     }
 
-    fn snapshot(&self, shard: ShardId) -> Result<(u64, Vec<u8>), String> {
-        self.engine
-            .export_shard(shard)
-            .map_err(|e| format!("shard {shard}: snapshot export failed: {e}"))
+    fn snapshot(&self, shard: ShardId) -> Result<(u64, Vec<u8>), StateMachineError> {
+        self.engine.export_shard(shard).map_err(|e| {
+            StateMachineError::new(format!("shard {shard}: snapshot export failed"), e)
+        })
     }
 
-    fn restore(&self, shard: ShardId, index: u64, data: &[u8]) -> Result<(), String> {
-        self.engine
-            .import_shard(shard, index, data)
-            .map_err(|e| format!("shard {shard}: snapshot import failed: {e}"))
+    fn restore(&self, shard: ShardId, index: u64, data: &[u8]) -> Result<(), StateMachineError> {
+        self.engine.import_shard(shard, index, data).map_err(|e| {
+            StateMachineError::new(format!("shard {shard}: snapshot import failed"), e)
+        })
     }
 }
 

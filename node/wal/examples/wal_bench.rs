@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use shardhouse_wal::eraftpb::Message;
 use shardhouse_wal::{
-    ApplyOutcome, NodeId, Role, ShardId, StateMachine, Transport, Wal, WalConfig,
+    ApplyOutcome, NodeId, Role, ShardId, StateMachine, StateMachineError, Transport, Wal, WalConfig,
 };
 
 #[derive(Default)]
@@ -48,7 +48,7 @@ impl StateMachine for NullSm {
         shard: ShardId,
         index: u64,
         data: &bytes::Bytes,
-    ) -> Result<ApplyOutcome, String> {
+    ) -> Result<ApplyOutcome, StateMachineError> {
         self.bytes.fetch_add(data.len() as u64, Ordering::Relaxed);
         self.applied.lock().insert(shard, index);
         Ok(ApplyOutcome::Applied)
@@ -56,10 +56,10 @@ impl StateMachine for NullSm {
     fn flushed_index(&self, shard: ShardId) -> u64 {
         self.applied.lock().get(&shard).copied().unwrap_or(0)
     }
-    fn snapshot(&self, shard: ShardId) -> Result<(u64, Vec<u8>), String> {
+    fn snapshot(&self, shard: ShardId) -> Result<(u64, Vec<u8>), StateMachineError> {
         Ok((self.flushed_index(shard), Vec::new()))
     }
-    fn restore(&self, shard: ShardId, index: u64, _: &[u8]) -> Result<(), String> {
+    fn restore(&self, shard: ShardId, index: u64, _: &[u8]) -> Result<(), StateMachineError> {
         self.applied.lock().insert(shard, index);
         Ok(())
     }

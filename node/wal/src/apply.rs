@@ -144,7 +144,7 @@ impl ApplyShard {
                 match sm.apply(shard, item.index, data) {
                     Ok(o) => outcome = o,
                     Err(e) => {
-                        self.stall(item.index, e, clock);
+                        self.stall(item.index, e.to_string(), clock);
                         self.backlog.push_front(item);
                         return;
                     }
@@ -358,7 +358,7 @@ fn build_snapshot(
 ) -> std::result::Result<GeneratedSnapshot, String> {
     // Runs on the shard's apply thread, so no apply races the export: the
     // data reflects every entry up to `s.applied`.
-    let (sm_index, data) = sm.snapshot(s.handle.shard)?;
+    let (sm_index, data) = sm.snapshot(s.handle.shard).map_err(|e| e.to_string())?;
     if sm_index > s.applied {
         return Err(format!(
             "state machine snapshot claims index {sm_index} beyond applied {}",

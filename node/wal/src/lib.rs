@@ -37,7 +37,7 @@ use tokio::sync::oneshot;
 pub use clock::TickSource;
 pub use config::WalConfig;
 pub use disk::{DiskFaults, FAIL_STOP_EXIT_CODE};
-pub use edges::{ApplyOutcome, StateMachine, Transport};
+pub use edges::{ApplyOutcome, StateMachine, StateMachineError, Transport};
 pub use error::{Result, WalError};
 pub use raft;
 pub use raft::eraftpb;

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::bail;
 use parking_lot::Mutex;
-use shardhouse_wal::{ApplyOutcome, ShardId, StateMachine};
+use shardhouse_wal::{ApplyOutcome, ShardId, StateMachine, StateMachineError};
 
 #[derive(Default)]
 struct ShardData {
@@ -120,10 +120,13 @@ impl StateMachine for MemSm {
         shard: ShardId,
         index: u64,
         data: &bytes::Bytes,
-    ) -> Result<ApplyOutcome, String> {
+    ) -> Result<ApplyOutcome, StateMachineError> {
         if *self.fail_at.lock() == Some((shard, index)) {
             self.failures.fetch_add(1, Ordering::Relaxed);
-            return Err(format!("injected failure at {index}"));
+            return Err(StateMachineError::other(
+                format!("shard {shard}"),
+                format!("injected failure at {index}"),
+            ));
         }
         let mut g = self.shards.lock();
         let s = g.entry(shard).or_default();
@@ -150,17 +153,20 @@ impl StateMachine for MemSm {
     fn flushed_index(&self, shard: ShardId) -> u64 {
         self.shards.lock().get(&shard).map_or(0, |s| s.flushed)
     }
-    fn snapshot(&self, shard: ShardId) -> Result<(u64, Vec<u8>), String> {
+    fn snapshot(&self, shard: ShardId) -> Result<(u64, Vec<u8>), StateMachineError> {
         let mut g = self.shards.lock();
         let s = g.entry(shard).or_default();
         // Like the engine: flush, then export everything.
         s.flushed = s.entries.last().map_or(s.flushed, |e| e.0);
         Ok((s.flushed, encode(&s.entries)))
     }
-    fn restore(&self, shard: ShardId, index: u64, data: &[u8]) -> Result<(), String> {
+    fn restore(&self, shard: ShardId, index: u64, data: &[u8]) -> Result<(), StateMachineError> {
         if *self.fail_restore.lock() == Some(shard) {
             self.restore_failures.fetch_add(1, Ordering::Relaxed);
-            return Err(format!("injected restore failure at {index}"));
+            return Err(StateMachineError::other(
+                format!("shard {shard}"),
+                format!("injected restore failure at {index}"),
+            ));
         }
         let mut g = self.shards.lock();
         let s = g.entry(shard).or_default();
