@@ -249,7 +249,7 @@ mod tests {
         let s = slices(&[(0, 3_000), (12_000_000, 3_000)], 3_000);
         assert_eq!(s.len(), 3);
         assert!(s.iter().all(|(lo, _)| lo % 3_000 == 0));
-        assert_eq!(s[0], (0, 4_999_000));
+        assert_eq!(s[0], (0, 4_998_000), "1,666 whole requests of 3,000");
         assert_eq!(s.last().unwrap().1, 12_003_000);
         assert!(s.windows(2).all(|w| w[0].1 == w[1].0));
     }

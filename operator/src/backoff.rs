@@ -21,14 +21,14 @@ pub struct Backoff {
 }
 
 impl Backoff {
-    /// Leader transfers: 8 tries over ~20 s of waiting (0.2, 0.4, 0.8, 1.6,
-    /// 3.2, 5, 5 s), longer than a few election timeouts, which is how long
-    /// a new voter or a busy leader takes to settle.
-    pub const TRANSFER_LEADER: Backoff = Backoff {
+    /// Steps of a move (leader transfers, membership changes): 10 tries over ~26 s of waiting (0.2, 0.4, 0.8,
+    /// 1.6, 3.2, then 5 s). Under half the sustainable write rate a replica
+    /// promoted a moment ago took up to 6 s to see itself as a voter.
+    pub const MOVE_STEP: Backoff = Backoff {
         first: Duration::from_millis(200),
         factor: 2,
         max_delay: Duration::from_secs(5),
-        attempts: 8,
+        attempts: 10,
     };
 
     /// The pause after `failures` failed tries (1 = after the first
@@ -54,6 +54,14 @@ impl Backoff {
     }
 }
 
+/// Whether a node's refusal of an Admin call means "not carried out, try
+/// again later": its answer for a shard that is temporarily unavailable
+/// (`...; retry later`), e.g. a membership change while the previous one is
+/// still being applied, or one Raft dropped.
+pub fn refused_for_now(message: &str) -> bool {
+    message.trim_end().ends_with("retry later")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -64,8 +72,8 @@ mod tests {
 
     #[test]
     fn doubles_then_caps_then_stops() {
-        let b = Backoff::TRANSFER_LEADER;
-        let delays: Vec<_> = (1..=8).map(|f| b.delay(f)).collect();
+        let b = Backoff::MOVE_STEP;
+        let delays: Vec<_> = (1..=10).map(|f| b.delay(f)).collect();
         assert_eq!(
             delays,
             vec![
@@ -76,18 +84,37 @@ mod tests {
                 Some(ms(3200)),
                 Some(ms(5000)),
                 Some(ms(5000)),
+                Some(ms(5000)),
+                Some(ms(5000)),
                 None
             ]
         );
-        assert_eq!(b.total_delay(), ms(16_200));
+        assert_eq!(b.total_delay(), ms(26_200));
         assert_eq!(b.delay(0), None, "no failure, no pause");
+    }
+
+    #[test]
+    fn tells_refusals_for_now_from_final_ones() {
+        // The node's answers (node/server services.rs + WalError).
+        assert!(refused_for_now(
+            "remove replica 4 of shard 2: shard temporarily unavailable: another membership change of this shard is in progress; retry later"
+        ));
+        assert!(refused_for_now(
+            "add learner 4 to shard 1: shard temporarily unavailable: membership change dropped: x; retry later"
+        ));
+        assert!(!refused_for_now(
+            "promote learner 4 of shard 1: this node is not the leader; retry at the leader"
+        ));
+        assert!(!refused_for_now(
+            "remove replica 9 of shard 1: node 9 is not a member"
+        ));
     }
 
     #[test]
     fn one_attempt_never_retries_and_huge_counts_do_not_overflow() {
         let once = Backoff {
             attempts: 1,
-            ..Backoff::TRANSFER_LEADER
+            ..Backoff::MOVE_STEP
         };
         assert_eq!(once.delay(1), None);
         let many = Backoff {
@@ -99,7 +126,7 @@ mod tests {
         assert_eq!(many.delay(1_000_000), Some(Duration::from_secs(60)));
         let flat = Backoff {
             factor: 0,
-            ..Backoff::TRANSFER_LEADER
+            ..Backoff::MOVE_STEP
         };
         assert_eq!(flat.delay(5), Some(ms(200)), "factor 0 acts as 1");
     }

@@ -6,7 +6,7 @@
 //! compare-and-swap on the map's etcd revision so two rebalancers cannot
 //! interleave their writes.
 
-use crate::backoff::Backoff;
+use crate::backoff::{self, Backoff};
 use crate::planner::{self, Move};
 use crate::{Error, Result};
 use etcd_client::{Compare, CompareOp, GetOptions, Txn, TxnOp};
@@ -124,10 +124,11 @@ impl ClusterMeta {
 pub struct Executor {
     pub meta: ClusterMeta,
     pub catch_up_timeout: Duration,
-    /// How a failed leader transfer is tried again within the move.
-    pub transfer_backoff: Backoff,
-    /// Leader transfers tried again so far (each failed try counts once).
-    pub transfer_retries: u64,
+    /// How a step the nodes refused for now (a leader transfer, a
+    /// membership change while the previous one applies) is tried again.
+    pub backoff: Backoff,
+    /// Steps tried again so far (each failed try counts once).
+    pub retries: u64,
     channels: BTreeMap<u64, (String, AdminClient<Channel>)>,
 }
 
@@ -136,8 +137,8 @@ impl Executor {
         Executor {
             meta,
             catch_up_timeout: Duration::from_secs(300),
-            transfer_backoff: Backoff::TRANSFER_LEADER,
-            transfer_retries: 0,
+            backoff: Backoff::MOVE_STEP,
+            retries: 0,
             channels: BTreeMap::new(),
         }
     }
@@ -202,7 +203,8 @@ impl Executor {
         req: ChangeOrTransfer,
     ) -> Result<()> {
         let mut last = String::new();
-        for _ in 0..8 {
+        let (mut hops, mut refused) = (0, 0u32);
+        while hops < 8 {
             if leader == 0 {
                 tokio::time::sleep(POLL).await;
                 leader = *nodes
@@ -231,7 +233,22 @@ impl Executor {
             if let Some(nl) = reply.not_leader {
                 last = format!("not leader (hint {})", nl.leader_hint);
                 leader = nl.leader_hint;
+                hops += 1;
                 continue;
+            }
+            // A membership change refused while the previous one is still
+            // being applied (right after a promotion) was not carried out:
+            // wait and send it again. Transfers have their own loop.
+            let transfer = matches!(req, ChangeOrTransfer::Transfer(_));
+            if !transfer && backoff::refused_for_now(&reply.message) {
+                refused += 1;
+                if let Some(pause) = self.backoff.delay(refused) {
+                    self.retries += 1;
+                    tracing::warn!(shard, call, refused, pause_ms = pause.as_millis() as u64,
+                        message = %reply.message, "membership change refused for now; trying again");
+                    tokio::time::sleep(pause).await;
+                    continue;
+                }
             }
             return Err(Error::Admin {
                 node_id: leader,
@@ -354,7 +371,7 @@ impl Executor {
     }
 
     /// Moves the shard's leadership to `to`, trying again with
-    /// `transfer_backoff` while the failure is one that passes (`to` not yet
+    /// `backoff` while the failure is one that passes (`to` not yet
     /// a voter in its own view, a transfer timed out, a node briefly
     /// unreachable): a transfer right after a promotion used to abort the
     /// whole rebalance.
@@ -376,12 +393,12 @@ impl Executor {
             let pause = err
                 .status_code()
                 .is_retryable()
-                .then(|| self.transfer_backoff.delay(failures))
+                .then(|| self.backoff.delay(failures))
                 .flatten();
             let Some(pause) = pause else {
                 return Err(err);
             };
-            self.transfer_retries += 1;
+            self.retries += 1;
             tracing::warn!(
                 shard,
                 to,

@@ -167,13 +167,13 @@ async fn main() -> anyhow::Result<()> {
                 )?;
             }
             // Scripts (chaos, soak) read this line: how long the moves took
-            // and how many leader transfers had to be tried again.
+            // and how many steps the nodes refused for now and were tried again.
             writeln!(
                 out,
-                "rebalance moves={} secs={:.1} transfer_retries={}",
+                "rebalance moves={} secs={:.1} retries={}",
                 moves.len(),
                 started.elapsed().as_secs_f64(),
-                exec.transfer_retries
+                exec.retries
             )?;
         }
         Command::RebuildReplica {
