@@ -232,6 +232,24 @@ impl Executor {
             }
             if let Some(nl) = reply.not_leader {
                 last = format!("not leader (hint {})", nl.leader_hint);
+                if nl.leader_hint == 0 {
+                    // No leader known: an election (after a kill, a
+                    // partition or an overloaded leader). Ask the same
+                    // replica again once it may know the new one.
+                    refused += 1;
+                    let Some(pause) = self.backoff.delay(refused) else {
+                        break;
+                    };
+                    self.retries += 1;
+                    tracing::warn!(
+                        shard,
+                        call,
+                        pause_ms = pause.as_millis() as u64,
+                        "no leader known; asking again"
+                    );
+                    tokio::time::sleep(pause).await;
+                    continue;
+                }
                 leader = nl.leader_hint;
                 hops += 1;
                 continue;
