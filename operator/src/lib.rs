@@ -9,6 +9,7 @@ pub mod backoff;
 pub mod controller;
 pub mod crd;
 pub mod dashboards;
+pub mod map_race;
 pub mod metrics;
 pub mod planner;
 pub mod rebalance;

@@ -7,6 +7,7 @@
 //! interleave their writes.
 
 use crate::backoff::{self, Backoff};
+use crate::map_race;
 use crate::planner::{self, Move};
 use crate::{Error, Result};
 use etcd_client::{Compare, CompareOp, GetOptions, Txn, TxnOp};
@@ -23,6 +24,8 @@ use tonic::transport::Channel;
 
 const RPC_TIMEOUT: Duration = Duration::from_secs(10);
 const POLL: Duration = Duration::from_millis(200);
+/// Compare-and-swap attempts to record a finished move in the shard map.
+const RECORD_TRIES: usize = 5;
 
 /// The cluster's metadata in etcd.
 pub struct ClusterMeta {
@@ -284,7 +287,7 @@ impl Executor {
 
     /// Runs one move and records it in the shard map.
     pub async fn execute(&mut self, mv: &Move) -> Result<()> {
-        let (mut map, rev) = self.load().await?;
+        let (map, rev) = self.load().await?;
         let nodes = self.nodes_for(&map).await?;
         let shard = mv.shard();
         let placement = map.shard(shard).cloned().ok_or(Error::NoShardMap {
@@ -380,12 +383,34 @@ impl Executor {
                 .await?;
             }
         }
-        planner::apply_move(&mut map, mv);
-        planner::record_node_addresses(&mut map, &nodes);
-        self.meta.put_shard_map(&map, rev).await?;
-        crate::metrics::REBALANCE_MOVES.inc();
-        tracing::info!(?mv, epoch = map.epoch, "shard move applied");
-        Ok(())
+        let seen = map.clone();
+        let (mut map, mut rev) = (map, rev);
+        // Nodes publish leader hints into the same key; under load they
+        // often win the race while a move waits on a learner.
+        for _ in 0..RECORD_TRIES {
+            planner::apply_move(&mut map, mv);
+            planner::record_node_addresses(&mut map, &nodes);
+            match self.meta.put_shard_map(&map, rev).await {
+                Ok(_) => {
+                    crate::metrics::REBALANCE_MOVES.inc();
+                    tracing::info!(?mv, epoch = map.epoch, "shard move applied");
+                    return Ok(());
+                }
+                Err(Error::ShardMapConflict { epoch }) => {
+                    let (fresh, fresh_rev) = self.load().await?;
+                    if !map_race::only_hints_changed(&seen, &fresh) {
+                        return Err(Error::ShardMapConflict { epoch });
+                    }
+                    tracing::info!(
+                        ?mv,
+                        "leader hints changed the map meanwhile; recording the move on the new map"
+                    );
+                    (map, rev) = (fresh, fresh_rev);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(Error::ShardMapConflict { epoch: map.epoch })
     }
 
     /// Moves the shard's leadership to `to`, trying again with
