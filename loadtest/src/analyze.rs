@@ -171,12 +171,14 @@ impl RssTrend {
     }
 }
 
+/// Samples of one process name by incarnation (pid): `(t, MB)`.
+type Incarnations = BTreeMap<u32, Vec<(f64, f64)>>;
+
 /// Least-squares slope per process name, one intercept per incarnation
 /// (pid): restarts reset memory, which is not a trend. Samples in the first
 /// `warmup_secs` of each incarnation are left out.
 pub fn rss_slopes(samples: &[RssSample], warmup_secs: f64) -> BTreeMap<String, RssTrend> {
-    // name -> pid -> samples (t, MB)
-    let mut groups: BTreeMap<&str, BTreeMap<u32, Vec<(f64, f64)>>> = BTreeMap::new();
+    let mut groups: BTreeMap<&str, Incarnations> = BTreeMap::new();
     for s in samples {
         groups
             .entry(&s.name)

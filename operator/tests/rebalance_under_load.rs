@@ -70,13 +70,16 @@ async fn shards_move_while_every_write_is_acknowledged_and_kept() -> anyhow::Res
     };
     tokio::time::sleep(Duration::from_secs(2)).await;
 
-    let meta = ClusterMeta::connect(&[c.etcd.endpoint.clone()], &c.name).await?;
+    let meta = ClusterMeta::connect(std::slice::from_ref(&c.etcd.endpoint), &c.name).await?;
     let mut exec = Executor::new(meta);
     exec.catch_up_timeout = Duration::from_secs(60);
     let t_moves = Instant::now();
     let drained = rebalance(&mut exec, &[1, 2, 3]).await?;
     let (map, _) = exec.meta.shard_map().await?.expect("map");
-    assert!(drained > 0, "node 4 held replicas, so draining it moves some");
+    assert!(
+        drained > 0,
+        "node 4 held replicas, so draining it moves some"
+    );
     assert_eq!(planner::replicas_on(&map, 4), 0, "node 4 drained: {map:?}");
     let filled = rebalance(&mut exec, &[1, 2, 3, 4]).await?;
     let (map, _) = exec.meta.shard_map().await?.expect("map");
@@ -96,7 +99,12 @@ async fn shards_move_while_every_write_is_acknowledged_and_kept() -> anyhow::Res
         s.retried
     );
     assert!(s.acked_points > 0, "nothing acknowledged: {s:?}");
-    assert_eq!(s.failed(), 0, "writes failed during the moves: {:?}", s.errors);
+    assert_eq!(
+        s.failed(),
+        0,
+        "writes failed during the moves: {:?}",
+        s.errors
+    );
     assert_eq!(s.dropped, 0, "the load fell behind: {s:?}");
     let v = ack::verify(&target, "shardhouse", &ack_log, Duration::from_secs(30)).await?;
     assert_eq!(v.acked, s.acked_points);
