@@ -4,6 +4,7 @@
 
 mod apply;
 mod cleanup;
+mod credential;
 mod events;
 mod moves;
 mod observe;

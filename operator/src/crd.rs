@@ -79,12 +79,66 @@ pub struct ShardhouseClusterSpec {
     /// one per line. Auth is off when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth_secret: Option<String>,
+    /// Locked doors: the cluster credential node gRPC requires, the
+    /// routers' TLS certificate and their tokens with roles.
+    #[serde(default)]
+    pub security: SecuritySpec,
     /// Scale node processes with the observed ingest rate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub autoscaling: Option<AutoscalingSpec>,
     /// Prometheus Operator integration.
     #[serde(default)]
     pub monitoring: MonitoringSpec,
+}
+
+/// Credentials and certificates, all read from Secrets mounted as files
+/// (docs/operations.md, "Locked doors").
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SecuritySpec {
+    /// The shared token every caller of node gRPC presents.
+    #[serde(default)]
+    pub cluster_token: ClusterTokenSpec,
+    /// A `kubernetes.io/tls` Secret (`tls.crt`, `tls.key`): the routers
+    /// serve HTTP and gRPC over TLS with it and reload it when it is renewed.
+    /// Unset: plain HTTP and gRPC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub router_tls_secret: Option<String>,
+    /// A Secret whose key `tokens.toml` holds the routers' `[[tokens]]`
+    /// (roles, databases, write rate limits); reloaded when it changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens_secret: Option<String>,
+}
+
+/// Where the cluster credential comes from.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterTokenSpec {
+    /// Nodes require the token and routers and the operator present it.
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// An existing Secret holding the token (16 or more visible ASCII
+    /// characters). Unset: the operator creates `<cluster>-cluster-token`
+    /// with a random token once and leaves it alone afterwards.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_name: Option<String>,
+    /// The Secret's key holding the token.
+    #[serde(default = "default_token_key")]
+    pub key: String,
+}
+
+fn default_token_key() -> String {
+    "token".into()
+}
+
+impl Default for ClusterTokenSpec {
+    fn default() -> Self {
+        ClusterTokenSpec {
+            enabled: true,
+            secret_name: None,
+            key: default_token_key(),
+        }
+    }
 }
 
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -469,6 +523,20 @@ pub struct NodeShardCount {
 }
 
 impl ShardhouseCluster {
+    /// The Secret and key holding the cluster credential, when it is on.
+    pub fn cluster_token_secret(&self) -> Option<(String, String)> {
+        let t = &self.spec.security.cluster_token;
+        t.enabled.then(|| {
+            // An empty name (a chart value left blank) means none.
+            let name = t
+                .secret_name
+                .clone()
+                .filter(|n| !n.is_empty())
+                .unwrap_or_else(|| format!("{}-cluster-token", kube::ResourceExt::name_any(self)));
+            (name, t.key.clone())
+        })
+    }
+
     /// The etcd client URLs nodes and routers use.
     pub fn etcd_endpoints(&self) -> Vec<String> {
         if self.spec.etcd.is_managed() {

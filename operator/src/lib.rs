@@ -11,6 +11,7 @@ pub mod crd;
 pub mod dashboards;
 pub mod map_race;
 pub mod metrics;
+pub mod node_client;
 pub mod planner;
 pub mod rebalance;
 pub mod resources;
@@ -71,6 +72,9 @@ pub enum Error {
 
     #[error("object has no {0}; it must come from the API server")]
     MissingField(&'static str),
+
+    #[error("cluster credential: {0}")]
+    Credential(String),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -86,7 +90,9 @@ impl shardhouse_common::status::ErrorExt for Error {
             | Error::ShardMapConflict { .. }
             | Error::UnknownNode { .. }
             | Error::Admin { .. }
-            | Error::NodeUnreachable { .. } => S::Unavailable,
+            | Error::NodeUnreachable { .. }
+            // A Secret named in the spec may be created later.
+            | Error::Credential(_) => S::Unavailable,
             Error::Timeout { .. } => S::Timeout,
             Error::NoShardMap { .. } => S::NotFound,
             Error::Plan(_) | Error::MissingField(_) => S::InvalidArgument,

@@ -11,6 +11,7 @@ use crate::map_race;
 use crate::planner::{self, Move};
 use crate::{Error, Result};
 use etcd_client::{Compare, CompareOp, GetOptions, Txn, TxnOp};
+use shardhouse_common::credential::{ClusterToken, CredentialChannel};
 use shardhouse_common::proto::admin_client::AdminClient;
 use shardhouse_common::proto::{
     AdminReply, ChangeReplicaRequest, CreateReplicaRequest, Peer, ShardStatesReply,
@@ -20,7 +21,6 @@ use shardhouse_common::shard_map::{keys, NodeInfo, ShardMap};
 use shardhouse_common::status::ErrorExt as _;
 use std::collections::BTreeMap;
 use std::time::Duration;
-use tonic::transport::Channel;
 
 const RPC_TIMEOUT: Duration = Duration::from_secs(10);
 const POLL: Duration = Duration::from_millis(200);
@@ -32,6 +32,8 @@ pub struct ClusterMeta {
     client: etcd_client::Client,
     endpoints: String,
     pub cluster: String,
+    /// The cluster credential presented on every node call.
+    pub node_token: Option<ClusterToken>,
 }
 
 impl ClusterMeta {
@@ -50,7 +52,14 @@ impl ClusterMeta {
             client,
             endpoints: joined,
             cluster: cluster.to_string(),
+            node_token: None,
         })
+    }
+
+    /// Presents `token` to the nodes (None: they run without a credential).
+    pub fn with_node_token(mut self, token: Option<ClusterToken>) -> Self {
+        self.node_token = token;
+        self
     }
 
     fn etcd_err(&self, source: etcd_client::Error) -> Error {
@@ -132,7 +141,7 @@ pub struct Executor {
     pub backoff: Backoff,
     /// Steps tried again so far (each failed try counts once).
     pub retries: u64,
-    channels: BTreeMap<u64, (String, AdminClient<Channel>)>,
+    channels: BTreeMap<u64, (String, AdminClient<CredentialChannel>)>,
 }
 
 impl Executor {
@@ -150,7 +159,7 @@ impl Executor {
         &mut self,
         node_id: u64,
         nodes: &BTreeMap<u64, NodeInfo>,
-    ) -> Result<(String, AdminClient<Channel>)> {
+    ) -> Result<(String, AdminClient<CredentialChannel>)> {
         let info = nodes.get(&node_id).ok_or(Error::UnknownNode { node_id })?;
         if let Some((addr, c)) = self.channels.get(&node_id) {
             if *addr == info.grpc_addr {
@@ -158,23 +167,14 @@ impl Executor {
             }
         }
         let addr = info.grpc_addr.clone();
-        let endpoint = Channel::from_shared(format!("http://{addr}"))
-            .map_err(|e| Error::NodeUnreachable {
-                node_id,
-                addr: addr.clone(),
-                message: e.to_string(),
-            })?
-            .connect_timeout(Duration::from_secs(3))
-            .timeout(RPC_TIMEOUT);
-        let channel = endpoint
-            .connect()
-            .await
-            .map_err(|e| Error::NodeUnreachable {
-                node_id,
-                addr: addr.clone(),
-                message: e.to_string(),
-            })?;
-        let client = AdminClient::new(channel);
+        let client =
+            crate::node_client::admin_client(&addr, self.meta.node_token.as_ref(), RPC_TIMEOUT)
+                .await
+                .map_err(|e| Error::NodeUnreachable {
+                    node_id,
+                    addr: addr.clone(),
+                    message: e.to_string(),
+                })?;
         self.channels
             .insert(node_id, (addr.clone(), client.clone()));
         Ok((addr, client))

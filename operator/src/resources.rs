@@ -9,6 +9,7 @@ mod monitoring;
 mod nodes;
 mod routers;
 mod scheduling;
+mod security;
 
 use crate::crd::ShardhouseCluster;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
@@ -29,6 +30,9 @@ pub use nodes::{
 };
 pub use routers::{router_deployment, router_service};
 pub use scheduling::quantity_bytes;
+pub use security::{
+    cluster_token_secret, CLUSTER_TOKEN_DIR, ROUTER_TLS_DIR, TOKENS_DIR, TOKENS_KEY,
+};
 
 /// Ports, fixed by docs/contracts.md and the Dockerfiles.
 pub const ROUTER_HTTP_PORT: i32 = 8086;

@@ -4,11 +4,11 @@
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use shardhouse_common::proto::admin_client::AdminClient;
+use shardhouse_common::credential::ClusterToken;
 use shardhouse_common::proto::{RebuildReplicaRequest, ShardStatesRequest};
-use shardhouse_operator::planner;
 use shardhouse_operator::rebalance::{ClusterMeta, Executor};
 use shardhouse_operator::status;
+use shardhouse_operator::{node_client, planner};
 use std::io::Write;
 
 #[derive(Parser, Debug)]
@@ -25,6 +25,10 @@ struct Options {
     /// Cluster name (the `/shardhouse/<cluster>/` prefix).
     #[arg(long, env = "SHARDHOUSE_CLUSTER", default_value = "local")]
     cluster: String,
+    /// File with the cluster credential the nodes require (without it:
+    /// $SHARDHOUSE_CLUSTER_TOKEN, else none).
+    #[arg(long, env = "SHARDHOUSE_CLUSTER_TOKEN_FILE")]
+    cluster_token_file: Option<std::path::PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -74,7 +78,10 @@ async fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let opts = Options::parse();
-    let mut meta = ClusterMeta::connect(&opts.etcd, &opts.cluster).await?;
+    let token = ClusterToken::load(opts.cluster_token_file.as_deref())?;
+    let mut meta = ClusterMeta::connect(&opts.etcd, &opts.cluster)
+        .await?
+        .with_node_token(token);
     let mut out = std::io::stdout().lock();
     match opts.command {
         Command::Status { json } => {
@@ -185,7 +192,9 @@ async fn main() -> anyhow::Result<()> {
             let info = live
                 .get(&node)
                 .with_context(|| format!("node {node} is not registered (live) in etcd"))?;
-            let mut admin = AdminClient::connect(format!("http://{}", info.grpc_addr))
+            let rpc_timeout = std::time::Duration::from_secs(10);
+            let token = meta.node_token.as_ref();
+            let mut admin = node_client::admin_client(&info.grpc_addr, token, rpc_timeout)
                 .await
                 .with_context(|| format!("cannot reach node {node} at {}", info.grpc_addr))?;
             let reply = admin

@@ -38,7 +38,8 @@ pub(super) async fn apply(c: Arc<ShardhouseCluster>, ctx: Arc<Context>) -> Resul
         .and_then(|s| s.spec.as_ref())
         .and_then(|s| s.replicas);
 
-    let mut etcd = observe_etcd(&c, ctx.etcd_timeout).await;
+    let token = super::credential::cluster_token(&c, &ctx.client, &ns).await?;
+    let mut etcd = observe_etcd(&c, ctx.etcd_timeout, token).await;
     let target = autoscaled_target(&c, &ctx, current).await;
     let replicas = node_replicas(target, current, etcd.map.as_ref().map(|m| &m.0));
 

@@ -18,11 +18,17 @@ pub(super) struct EtcdView {
     pub(super) meta: Option<ClusterMeta>,
 }
 
-pub(super) async fn observe_etcd(c: &ShardhouseCluster, timeout: Duration) -> EtcdView {
+pub(super) async fn observe_etcd(
+    c: &ShardhouseCluster,
+    timeout: Duration,
+    node_token: Option<shardhouse_common::credential::ClusterToken>,
+) -> EtcdView {
     let endpoints = c.etcd_endpoints();
     let cluster = resources::etcd_cluster_key(c);
     let fut = async {
-        let mut meta = ClusterMeta::connect(&endpoints, &cluster).await?;
+        let mut meta = ClusterMeta::connect(&endpoints, &cluster)
+            .await?
+            .with_node_token(node_token);
         let map = meta.shard_map().await?;
         let live = meta.live_nodes().await?;
         Ok::<_, Error>((meta, map, live))

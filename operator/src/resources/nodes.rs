@@ -2,6 +2,7 @@
 //! budget, and the sizes derived from their memory limit.
 
 use super::scheduling::{anti_affinity, quantity_bytes, resources_of};
+use super::security::node_mounts;
 use super::{config_name, from_json, labels, meta, node_name, ns, selector};
 use super::{NODE_BINARY, NODE_DATA_DIR, NODE_GRPC_PORT, NODE_HTTP_PORT};
 use crate::crd::{AntiAffinity, ShardhouseCluster};
@@ -93,6 +94,10 @@ pub fn node_statefulset(c: &ShardhouseCluster, replicas: i32) -> StatefulSet {
             }));
         }
     }
+    let doors = node_mounts(c);
+    env.extend(doors.env);
+    let mut volume_mounts = vec![json!({"name": "data", "mountPath": NODE_DATA_DIR})];
+    volume_mounts.extend(doors.mounts);
     let mut spread = vec![];
     if n.anti_affinity != AntiAffinity::None {
         spread.push(json!({
@@ -134,6 +139,7 @@ pub fn node_statefulset(c: &ShardhouseCluster, replicas: i32) -> StatefulSet {
                     // those on different machines and zones.
                     "affinity": anti_affinity(c, "node", n.anti_affinity),
                     "topologySpreadConstraints": spread,
+                    "volumes": doors.volumes,
                     "containers": [{
                         "name": "node",
                         "image": c.spec.image.node(),
@@ -155,7 +161,7 @@ pub fn node_statefulset(c: &ShardhouseCluster, replicas: i32) -> StatefulSet {
                         "readinessProbe": {"httpGet": {"path": "/ready", "port": "http"}, "periodSeconds": 5, "timeoutSeconds": 5, "failureThreshold": 3},
                         "resources": res,
                         "securityContext": {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}},
-                        "volumeMounts": [{"name": "data", "mountPath": NODE_DATA_DIR}],
+                        "volumeMounts": volume_mounts,
                     }]
                 }
             },

@@ -1,6 +1,7 @@
 //! The routers: their Deployment and Service.
 
 use super::scheduling::{anti_affinity, resources_of};
+use super::security::{router_mounts, router_probe_scheme};
 use super::{config_name, from_json, labels, meta, router_name, selector};
 use super::{ROUTER_BINARY, ROUTER_GRPC_PORT, ROUTER_HTTP_PORT};
 use crate::crd::{AntiAffinity, ShardhouseCluster};
@@ -44,6 +45,9 @@ pub fn router_deployment(c: &ShardhouseCluster) -> Deployment {
             "valueFrom": {"secretKeyRef": {"name": secret, "key": "tokens"}},
         }));
     }
+    let doors = router_mounts(c);
+    env.extend(doors.env);
+    let scheme = router_probe_scheme(c);
     from_json(json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": meta(c, router_name(c), "router"),
@@ -59,7 +63,9 @@ pub fn router_deployment(c: &ShardhouseCluster) -> Deployment {
                     },
                 },
                 "spec": {
-                    "securityContext": {"runAsNonRoot": true, "runAsUser": 65532, "runAsGroup": 65532},
+                    // fsGroup: the mounted Secrets are readable by the group.
+                    "securityContext": {"runAsNonRoot": true, "runAsUser": 65532, "runAsGroup": 65532, "fsGroup": 65532},
+                    "volumes": doors.volumes,
                     "affinity": anti_affinity(c, "router", AntiAffinity::Preferred),
                     "containers": [{
                         "name": "router",
@@ -72,8 +78,9 @@ pub fn router_deployment(c: &ShardhouseCluster) -> Deployment {
                             {"name": "http", "containerPort": ROUTER_HTTP_PORT},
                             {"name": "grpc", "containerPort": ROUTER_GRPC_PORT},
                         ],
-                        "readinessProbe": {"httpGet": {"path": "/ready", "port": "http"}, "periodSeconds": 5, "timeoutSeconds": 3},
-                        "livenessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 20, "timeoutSeconds": 5},
+                        "readinessProbe": {"httpGet": {"path": "/ready", "port": "http", "scheme": scheme}, "periodSeconds": 5, "timeoutSeconds": 3},
+                        "livenessProbe": {"httpGet": {"path": "/health", "port": "http", "scheme": scheme}, "periodSeconds": 20, "timeoutSeconds": 5},
+                        "volumeMounts": doors.mounts,
                         "resources": resources_of(r.resources.as_ref(), r.cores, &r.memory, false),
                         // Keep serving while the endpoint removal reaches
                         // every kube-proxy, so a rolling restart does not

@@ -23,6 +23,7 @@ pub fn cluster(name: &str) -> ShardhouseCluster {
             replication_factor: 3,
             etcd: EtcdSpec::default(),
             auth_secret: Some("tokens".into()),
+            security: SecuritySpec::default(),
             autoscaling: None,
             monitoring: MonitoringSpec::default(),
         },
