@@ -15,8 +15,10 @@ use kube::{Client, CustomResourceExt, ResourceExt};
 use serde_json::json;
 use shardhouse_common::shard_map::{keys, NodeInfo, ShardMap};
 use shardhouse_operator::crd::ShardhouseCluster;
+use shardhouse_test_support::eventually;
 use std::process::{Command, Stdio};
-use support::{eventually, ControlPlane};
+use std::time::Duration;
+use support::ControlPlane;
 
 async fn install_crd(client: &Client) {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
@@ -28,19 +30,19 @@ async fn install_crd(client: &Client) {
     )
     .await
     .expect("apply CRD");
-    eventually(30, "CRD Established", || {
+    eventually("CRD Established", Duration::from_secs(30), || {
         let crds = crds.clone();
         async move {
-            let c = crds.get("shardhouseclusters.shardhouse.dev").await.ok()?;
-            let est = c
-                .status?
-                .conditions?
-                .iter()
-                .any(|c| c.type_ == "Established" && c.status == "True");
-            est.then_some(())
+            let c = crds.get("shardhouseclusters.shardhouse.dev").await?;
+            let est = c.status.and_then(|s| s.conditions).is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c.type_ == "Established" && c.status == "True")
+            });
+            anyhow::Ok(est.then_some(()))
         }
     })
-    .await;
+    .await
+    .unwrap();
 }
 
 fn cluster(name: &str, etcd: &str, nodes: i32, rf: u32) -> ShardhouseCluster {
@@ -123,24 +125,26 @@ async fn operator_against_a_real_apiserver() {
     // --- owned objects appear, owned by the cluster
     let uid = shc.get(name).await.unwrap().uid().unwrap();
     let sts_api: Api<StatefulSet> = Api::namespaced(client.clone(), ns);
-    let sts = eventually(60, "node StatefulSet", || {
+    let sts = eventually("node StatefulSet", Duration::from_secs(60), || {
         let a = sts_api.clone();
-        async move { a.get_opt("demo-node").await.ok().flatten() }
+        async move { anyhow::Ok(a.get_opt("demo-node").await?) }
     })
-    .await;
+    .await
+    .unwrap();
     // The dashboards are the last objects a reconcile applies (before the
     // optional ServiceMonitor): once all five exist, so does everything the
     // checks below read. Seeing only the StatefulSet is not enough.
-    let dashboards = eventually(60, "five dashboard ConfigMaps", || {
+    let dashboards = eventually("five dashboard ConfigMaps", Duration::from_secs(60), || {
         let a: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
         async move {
-            a.list(&ListParams::default().labels("grafana_dashboard=1"))
-                .await
-                .ok()
-                .filter(|l| l.items.len() >= 5)
+            let l = a
+                .list(&ListParams::default().labels("grafana_dashboard=1"))
+                .await?;
+            anyhow::Ok((l.items.len() >= 5).then_some(l))
         }
     })
-    .await;
+    .await
+    .unwrap();
     let owned_by = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
         m.owner_references
             .as_ref()
@@ -181,16 +185,19 @@ async fn operator_against_a_real_apiserver() {
         .contains(&"shardhouse.dev/cleanup".to_string()));
 
     // --- status and conditions are written
-    let st = eventually(60, "status with conditions", || {
+    let st = eventually("status with conditions", Duration::from_secs(60), || {
         let shc = shc.clone();
         async move {
-            let c = shc.get(name).await.ok()?;
-            let st = c.status?;
-            (st.observed_generation == c.metadata.generation && st.conditions.len() == 5)
-                .then_some(st)
+            let c = shc.get(name).await?;
+            let generation = c.metadata.generation;
+            anyhow::Ok(
+                c.status
+                    .filter(|st| st.observed_generation == generation && st.conditions.len() == 5),
+            )
         }
     })
-    .await;
+    .await
+    .unwrap();
     let types: Vec<&str> = st.conditions.iter().map(|c| c.type_.as_str()).collect();
     assert_eq!(
         types,
@@ -207,17 +214,19 @@ async fn operator_against_a_real_apiserver() {
 
     // --- an event was recorded
     let events: Api<K8sEvent> = Api::namespaced(client.clone(), ns);
-    eventually(30, "Created event", || {
+    eventually("Created event", Duration::from_secs(30), || {
         let events = events.clone();
         async move {
-            let list = events.list(&ListParams::default()).await.ok()?;
-            list.items
+            let list = events.list(&ListParams::default()).await?;
+            let created = list
+                .items
                 .iter()
-                .any(|e| e.reason.as_deref() == Some("Created"))
-                .then_some(())
+                .any(|e| e.reason.as_deref() == Some("Created"));
+            anyhow::Ok(created.then_some(()))
         }
     })
-    .await;
+    .await
+    .unwrap();
 
     // --- scale out: the StatefulSet follows
     shc.patch(
@@ -230,11 +239,16 @@ async fn operator_against_a_real_apiserver() {
     let replicas = |want: i32| {
         let a = sts_api.clone();
         async move {
-            let s = a.get("demo-node").await.ok()?;
-            (s.spec?.replicas == Some(want)).then_some(())
+            let s = a.get("demo-node").await?;
+            let at = s.spec.is_some_and(|s| s.replicas == Some(want));
+            anyhow::Ok(at.then_some(()))
         }
     };
-    eventually(60, "StatefulSet at 5 replicas", || replicas(5)).await;
+    eventually("StatefulSet at 5 replicas", Duration::from_secs(60), || {
+        replicas(5)
+    })
+    .await
+    .unwrap();
 
     // --- scale in while nodes 4 and 5 still hold replicas: no shrink
     let mut etcd = etcd_client::Client::connect([cp.etcd_url.as_str()], None)
@@ -263,14 +277,23 @@ async fn operator_against_a_real_apiserver() {
     )
     .await
     .unwrap();
-    eventually(60, "status desired 3 while draining", || {
-        let shc = shc.clone();
-        async move {
-            let st = shc.get(name).await.ok()?.status?;
-            (st.desired_nodes == 3 && st.node_shards.len() == 5).then_some(())
-        }
-    })
-    .await;
+    eventually(
+        "status desired 3 while draining",
+        Duration::from_secs(60),
+        || {
+            let shc = shc.clone();
+            async move {
+                let draining = shc
+                    .get(name)
+                    .await?
+                    .status
+                    .is_some_and(|st| st.desired_nodes == 3 && st.node_shards.len() == 5);
+                anyhow::Ok(draining.then_some(()))
+            }
+        },
+    )
+    .await
+    .unwrap();
     let s = sts_api.get("demo-node").await.unwrap();
     assert_eq!(
         s.spec.unwrap().replicas,
@@ -295,21 +318,25 @@ async fn operator_against_a_real_apiserver() {
     )
     .await
     .unwrap();
-    eventually(60, "StatefulSet shrinks to 3 after the drain", || {
-        replicas(3)
-    })
-    .await;
+    eventually(
+        "StatefulSet shrinks to 3 after the drain",
+        Duration::from_secs(60),
+        || replicas(3),
+    )
+    .await
+    .unwrap();
 
     // --- the chart, rendered and dry-run applied to this API server
     chart_dry_run(&cp, ns);
 
     // --- delete: finalizer cleans etcd keys; owner references do the rest
     shc.delete(name, &DeleteParams::default()).await.unwrap();
-    eventually(60, "cluster gone", || {
+    eventually("cluster gone", Duration::from_secs(60), || {
         let shc = shc.clone();
-        async move { shc.get_opt(name).await.ok()?.is_none().then_some(()) }
+        async move { anyhow::Ok(shc.get_opt(name).await?.is_none().then_some(())) }
     })
-    .await;
+    .await
+    .unwrap();
     let left = etcd
         .get(
             keys::prefix("demo"),
@@ -326,11 +353,16 @@ async fn operator_against_a_real_apiserver() {
         cp.has_controller_manager,
         "kube-controller-manager is missing (scripts/deps.d/kube.sh builds it): owned objects are deleted by its garbage collector"
     );
-    eventually(90, "owned objects garbage collected", || {
-        let a = sts_api.clone();
-        async move { a.get_opt("demo-node").await.ok()?.is_none().then_some(()) }
-    })
-    .await;
+    eventually(
+        "owned objects garbage collected",
+        Duration::from_secs(90),
+        || {
+            let a = sts_api.clone();
+            async move { anyhow::Ok(a.get_opt("demo-node").await?.is_none().then_some(())) }
+        },
+    )
+    .await
+    .unwrap();
 
     controller.abort();
 }

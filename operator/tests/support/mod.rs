@@ -8,9 +8,10 @@
 #![allow(dead_code)]
 
 use anyhow::{bail, Context as _};
-use std::net::TcpListener;
+use shardhouse_test_support::process::{log_tail, Proc};
+use shardhouse_test_support::{free_port, Etcd};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub fn cache_bin(name: &str) -> PathBuf {
@@ -40,39 +41,22 @@ pub fn which(name: &str) -> Option<PathBuf> {
     })
 }
 
-/// A free loopback port. etcd and kube-apiserver cannot report a port they
-/// picked themselves, so the test reserves one and releases it right away.
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("bind a loopback port")
-}
-
-struct Proc {
-    name: &'static str,
-    child: Child,
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 pub struct ControlPlane {
+    /// kube-apiserver and kube-controller-manager, killed on drop before
+    /// the etcd they use.
+    procs: Vec<Proc>,
+    _etcd: Etcd,
     pub dir: tempfile::TempDir,
     pub etcd_url: String,
     pub api_url: String,
     pub kubeconfig: PathBuf,
     pub has_controller_manager: bool,
-    procs: Vec<Proc>,
 }
 
 impl ControlPlane {
-    pub fn log(&self, name: &str) -> String {
-        std::fs::read_to_string(self.dir.path().join(format!("{name}.log"))).unwrap_or_default()
+    /// The end of a process's log (`kube-apiserver`...).
+    pub fn log_tail(&self, name: &str) -> String {
+        log_tail(&self.dir.path().join(format!("{name}.log")), 30)
     }
 
     fn spawn(&mut self, name: &'static str, mut cmd: Command) -> anyhow::Result<()> {
@@ -100,37 +84,20 @@ impl ControlPlane {
     /// kube-controller-manager (garbage collector, StatefulSet controller).
     pub async fn start(controller_manager: bool) -> anyhow::Result<ControlPlane> {
         let apiserver = require(&cache_bin("kube-apiserver"));
-        let etcd =
-            which("etcd").expect("etcd is missing: scripts/install-deps.sh installs etcd-server");
+        let etcd = Etcd::start()?;
+        let etcd_url = etcd.endpoint.clone();
         let dir = tempfile::tempdir()?;
         let d = dir.path().to_path_buf();
-        let (client_port, peer_port, api_port) = (free_port(), free_port(), free_port());
-        let etcd_url = format!("http://127.0.0.1:{client_port}");
+        let api_port = free_port();
         let mut cp = ControlPlane {
+            procs: vec![],
+            _etcd: etcd,
             dir,
             etcd_url: etcd_url.clone(),
             api_url: format!("https://127.0.0.1:{api_port}"),
             kubeconfig: d.join("kubeconfig"),
             has_controller_manager: false,
-            procs: vec![],
         };
-
-        let mut cmd = Command::new(etcd);
-        cmd.args([
-            "--data-dir",
-            d.join("etcd").to_str().unwrap(),
-            "--listen-client-urls",
-            &etcd_url,
-            "--advertise-client-urls",
-            &etcd_url,
-            "--listen-peer-urls",
-            &format!("http://127.0.0.1:{peer_port}"),
-            "--initial-advertise-peer-urls",
-            &format!("http://127.0.0.1:{peer_port}"),
-            "--initial-cluster",
-            &format!("default=http://127.0.0.1:{peer_port}"),
-        ]);
-        cp.spawn("etcd", cmd)?;
 
         let key = d.join("sa.key");
         let pubkey = d.join("sa.pub");
@@ -191,7 +158,7 @@ impl ControlPlane {
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
             cp.check_alive().with_context(|| {
-                format!("control plane died:\n{}", tail(&cp.log("kube-apiserver")))
+                format!("control plane died:\n{}", cp.log_tail("kube-apiserver"))
             })?;
             let client = cp.client().await?;
             let req = http::Request::get("/readyz").body(Vec::new())?;
@@ -203,7 +170,7 @@ impl ControlPlane {
             if Instant::now() > deadline {
                 bail!(
                     "kube-apiserver not ready after 120s:\n{}",
-                    tail(&cp.log("kube-apiserver"))
+                    cp.log_tail("kube-apiserver")
                 );
             }
             tokio::time::sleep(Duration::from_millis(300)).await;
@@ -233,29 +200,5 @@ impl ControlPlane {
             kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
                 .await?;
         Ok(kube::Client::try_from(config)?)
-    }
-}
-
-fn tail(s: &str) -> String {
-    let lines: Vec<&str> = s.lines().collect();
-    lines[lines.len().saturating_sub(30)..].join("\n")
-}
-
-/// Polls `f` until it returns Some, failing with `what` after `secs`.
-pub async fn eventually<T, F, Fut>(secs: u64, what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {secs}s waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
