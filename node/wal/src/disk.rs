@@ -45,6 +45,10 @@ pub(crate) struct WalDisk {
     dir: PathBuf,
     reserve_bytes: u64,
     faults: DiskFaults,
+    /// The WAL was set aside as damaged at this start: every replica
+    /// created since lost the log its leader believes it has, and must be
+    /// rebuilt from a snapshot.
+    pub(crate) rebuild_created: bool,
     /// Why proposals are refused now (a full disk), if they are.
     refused: Mutex<Option<String>>,
     checked_at: Mutex<Option<Instant>>,
@@ -107,6 +111,7 @@ impl WalDisk {
         dir: &Path,
         reserve_bytes: u64,
         faults: DiskFaults,
+        rebuild_created: bool,
     ) -> WalDisk {
         if faults != DiskFaults::default() {
             tracing::warn!(?faults, "test disk faults on in the WAL write path");
@@ -116,6 +121,7 @@ impl WalDisk {
             dir: dir.to_path_buf(),
             reserve_bytes,
             faults,
+            rebuild_created,
             refused: Mutex::new(None),
             checked_at: Mutex::new(None),
             synced_writes: AtomicU64::new(0),
@@ -373,7 +379,8 @@ mod tests {
         o.create_if_missing(true);
         o.set_write_buffer_size(1 << 20);
         let db = std::sync::Arc::new(DB::open(&o, &dir).unwrap());
-        let disk = std::sync::Arc::new(WalDisk::new(1, &dir, 1 << 20, DiskFaults::default()));
+        let disk =
+            std::sync::Arc::new(WalDisk::new(1, &dir, 1 << 20, DiskFaults::default(), false));
         // Fill the filesystem with a ballast file, then RocksDB to the end.
         let ballast = fs.0.path().join("ballast");
         let free = free_bytes(&dir).unwrap();

@@ -107,19 +107,22 @@ impl Wal {
         transport: Arc<dyn Transport>,
         sm: Arc<dyn StateMachine>,
     ) -> Result<Arc<Wal>> {
-        match Wal::open_dir(cfg.clone(), transport.clone(), sm.clone()) {
+        match Wal::open_dir(cfg.clone(), transport.clone(), sm.clone(), false) {
             Err(e) if disk::is_damage(&e) => {
                 disk::set_aside(&cfg.dir, &e)?;
-                Wal::open_dir(cfg, transport, sm)
+                Wal::open_dir(cfg, transport, sm, true)
             }
             r => r,
         }
     }
 
+    /// `damaged`: the WAL there was just set aside; replicas created from
+    /// now on are rebuilt from their leaders' snapshots.
     fn open_dir(
         cfg: WalConfig,
         transport: Arc<dyn Transport>,
         sm: Arc<dyn StateMachine>,
+        damaged: bool,
     ) -> Result<Arc<Wal>> {
         if cfg.node_id == 0 {
             return Err(WalError::InvalidArgument("node_id must not be 0".into()));
@@ -162,6 +165,7 @@ impl Wal {
                 &cfg.dir,
                 cfg.disk_reserve_bytes,
                 cfg.disk_faults.clone(),
+                damaged,
             ),
         });
 

@@ -76,11 +76,17 @@ pub enum PollMsg {
 impl Poller {
     pub(super) fn handle_msg(&mut self, m: PollMsg) {
         match m {
-            PollMsg::Step { shard, msg } => {
+            PollMsg::Step { shard, mut msg } => {
                 // A shard restoring a snapshot holds its Ready, and raft-rs
                 // must not queue new messages until that Ready advanced;
                 // what is dropped here the leader sends again.
                 if let Some(p) = self.peers.get_mut(&shard).filter(|p| p.restore.is_none()) {
+                    if msg.get_msg_type() == raft::eraftpb::MessageType::MsgHeartbeat {
+                        // A replica rebuilt after losing its log (disk.rs)
+                        // is behind what its leader last saw it match;
+                        // raft-rs aborts on a commit past the last entry.
+                        msg.commit = msg.commit.min(p.node.raft.raft_log.last_index());
+                    }
                     if let Err(e) = p.node.step(msg) {
                         tracing::debug!(shard, error = %e, "raft step rejected a message");
                     }

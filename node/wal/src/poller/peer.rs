@@ -204,7 +204,11 @@ impl Poller {
             conf_index: start,
             conf_state: cs,
         });
-        let peer = Peer::new(&self.inner, storage, handle.clone(), start, &self.logger)?;
+        let mut peer = Peer::new(&self.inner, storage, handle.clone(), start, &self.logger)?;
+        if self.inner.disk.rebuild_created {
+            // Its leader still counts the log this node lost (disk.rs).
+            peer.want_rebuild(crate::Rebuild::Automatic);
+        }
         *handle.status.lock() = peer.status();
         self.inner.shards.write().insert(shard, handle);
         self.peers.insert(shard, peer);
