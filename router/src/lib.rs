@@ -104,7 +104,9 @@ pub async fn start(
         )?),
         _ => None,
     };
-    let router = Arc::new(ingest::Router::new(options, cluster)?);
+    let router = Arc::new(ingest::Router::new(options.clone(), cluster)?);
+    // A rotated tokens Secret is picked up like a renewed certificate.
+    router.auth.reload_on_change(options, tls::RELOAD_POLL);
     let app = http::app(router.clone());
     let http_task = match tls.as_ref().map(|t| t.http.clone()) {
         Some(config) => {

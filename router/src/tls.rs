@@ -80,11 +80,12 @@ impl ReloadingConfig {
     }
 }
 
-/// What the poller compares: the files' modification times and sizes.
+/// What the pollers compare (TLS files here, the tokens file in
+/// `crate::auth`): the files' modification times and sizes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Stamp(Vec<Option<(SystemTime, u64)>>);
+pub(crate) struct Stamp(Vec<Option<(SystemTime, u64)>>);
 
-fn stamp(files: &[&Path]) -> Stamp {
+pub(crate) fn stamp(files: &[&Path]) -> Stamp {
     Stamp(
         files
             .iter()

@@ -3,7 +3,8 @@
 //! HTTP and gRPC listeners on TLS with a certificate made here (a client
 //! with the CA gets in, one without does not, a renewed certificate is
 //! picked up), each role allowed only its endpoints, database-scoped
-//! tokens, and a write rate limit answering 429 with Retry-After.
+//! tokens, a write rate limit answering 429 with Retry-After, and a
+//! rewritten tokens file used without a restart.
 
 mod support;
 
@@ -437,6 +438,7 @@ async fn tls_roles_and_rate_limits() -> Result<()> {
     ensure!((1..=5).contains(&retry), "Retry-After {retry}");
 
     grpc_over_tls(&c, &pki.ca_pem).await?;
+    tokens_reload(&c).await?;
     reload(&c).await?;
     eprintln!("auth test took {:?}", started.elapsed());
     Ok(())
@@ -501,6 +503,50 @@ async fn tls_channel(addr: &str, ca_pem: &str) -> Result<tonic::transport::Chann
     Ok(tonic::transport::Endpoint::from_static("http://127.0.0.1")
         .connect_with_connector(connect)
         .await?)
+}
+
+/// A rewritten tokens file (a rotated Secret) is used without a restart:
+/// the replaced token is refused and its successor let in.
+async fn tokens_reload(c: &Cluster) -> Result<()> {
+    let rotated = TOKENS.replace("reader-token-1", "reader-token-2");
+    let file = c.dir.path().join("secrets").join("tokens.toml");
+    // As the kubelet updates a mounted Secret: a new file renamed over.
+    let tmp = file.with_extension("new");
+    std::fs::write(&tmp, rotated)?;
+    std::fs::rename(&tmp, &file)?;
+    let t0 = Instant::now();
+    let get = reqwest::Method::GET;
+    poll(
+        "the rotated token accepted",
+        Duration::from_secs(10),
+        || async {
+            let (s, _) = c
+                .send(
+                    Some("reader-token-2"),
+                    get.clone(),
+                    "/api/v1/databases",
+                    vec![],
+                )
+                .await?;
+            Ok((s == 200).then_some(()))
+        },
+    )
+    .await?;
+    let (s, text) = c
+        .send(
+            Some("reader-token-1"),
+            get.clone(),
+            "/api/v1/databases",
+            vec![],
+        )
+        .await?;
+    ensure!(s == 401, "the replaced token after the reload: {s} {text}");
+    let (s, _) = c
+        .send(Some("writer-token-1"), get, "/api/v1/databases", vec![])
+        .await?;
+    ensure!(s == 403, "an unchanged token keeps its roles: {s}");
+    eprintln!("tokens file reloaded within {:?}", t0.elapsed());
+    Ok(())
 }
 
 /// A renewed certificate from another CA is served once the files change.

@@ -14,12 +14,13 @@ pub mod statement;
 
 use crate::config::RouterOptions;
 use crate::error::{Error, Result};
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use rate::{Rate, TokenBucket};
 use serde::{Deserialize, Serialize};
 use shardhouse_common::credential::constant_time_eq;
 use std::collections::BTreeSet;
 use std::fmt;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// What a request needs. Roles do not imply each other: a token that should
@@ -234,10 +235,11 @@ pub fn decide(
     Ok(i)
 }
 
-/// A request that passed: which token (None when auth is off).
-#[derive(Debug, Clone, Copy)]
+/// A request that passed: which token (None when auth is off), in the
+/// table that let it in, so a reload in between changes nothing for it.
+#[derive(Debug, Clone)]
 pub struct Access {
-    grant: Option<usize>,
+    grant: Option<(Arc<Table>, usize)>,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -246,55 +248,136 @@ struct Buckets {
     requests: Option<TokenBucket>,
 }
 
-/// The configured grants and their write buckets.
-pub struct Authorizer {
+/// The grants in force and their write buckets; a reload replaces it whole.
+#[derive(Debug)]
+pub struct Table {
     grants: Vec<Grant>,
     buckets: Mutex<Vec<Buckets>>,
+}
+
+impl Table {
+    /// `grants`, keeping the buckets of `old` tokens of the same name and
+    /// rates, so rewriting the file does not refill anyone's bucket.
+    fn carrying(grants: Vec<Grant>, old: Option<&Table>) -> Table {
+        let buckets = grants
+            .iter()
+            .map(|g| {
+                old.and_then(|t| {
+                    let i = t.grants.iter().position(|o| {
+                        o.name == g.name && o.points == g.points && o.requests == g.requests
+                    })?;
+                    Some(t.buckets.lock()[i].clone())
+                })
+                .unwrap_or_default()
+            })
+            .collect();
+        Table {
+            grants,
+            buckets: Mutex::new(buckets),
+        }
+    }
+}
+
+/// The configured grants and their write buckets; the tokens file is
+/// re-read when it changes (see [`Authorizer::reload_on_change`]).
+pub struct Authorizer {
+    table: Arc<RwLock<Arc<Table>>>,
     epoch: Instant,
+}
+
+/// The grants of `auth_tokens`, `tokens` and `tokens_file`; errors name the
+/// token or file at fault.
+fn load_grants(o: &RouterOptions) -> Result<Vec<Grant>> {
+    let mut specs = o.tokens.clone();
+    if let Some(path) = &o.tokens_file {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::Config(format!("reading tokens_file {}: {e}", path.display())))?;
+        let file: TokensFile = toml::from_str(&text)
+            .map_err(|e| Error::Config(format!("tokens_file {}: {e}", path.display())))?;
+        specs.extend(file.tokens);
+    }
+    let mut grants: Vec<Grant> = o
+        .auth_tokens
+        .iter()
+        .enumerate()
+        .map(|(i, t)| Grant::all_roles(i, t))
+        .collect();
+    for s in &specs {
+        grants.push(Grant::from_spec(s)?);
+    }
+    let mut names = BTreeSet::new();
+    for g in &grants {
+        if !names.insert(g.name.as_str()) {
+            return Err(Error::Config(format!("two tokens are named `{}`", g.name)));
+        }
+    }
+    Ok(grants)
+}
+
+fn swap(table: &RwLock<Arc<Table>>, grants: Vec<Grant>) {
+    let mut t = table.write();
+    *t = Arc::new(Table::carrying(grants, Some(&t)));
 }
 
 impl Authorizer {
     /// From `auth_tokens`, `tokens` and `tokens_file`; errors name the token
     /// or file at fault.
     pub fn from_options(o: &RouterOptions) -> Result<Authorizer> {
-        let mut specs = o.tokens.clone();
-        if let Some(path) = &o.tokens_file {
-            let text = std::fs::read_to_string(path).map_err(|e| {
-                Error::Config(format!("reading tokens_file {}: {e}", path.display()))
-            })?;
-            let file: TokensFile = toml::from_str(&text)
-                .map_err(|e| Error::Config(format!("tokens_file {}: {e}", path.display())))?;
-            specs.extend(file.tokens);
-        }
-        let mut grants: Vec<Grant> = o
-            .auth_tokens
-            .iter()
-            .enumerate()
-            .map(|(i, t)| Grant::all_roles(i, t))
-            .collect();
-        for s in &specs {
-            grants.push(Grant::from_spec(s)?);
-        }
-        let mut names = BTreeSet::new();
-        for g in &grants {
-            if !names.insert(g.name.as_str()) {
-                return Err(Error::Config(format!("two tokens are named `{}`", g.name)));
-            }
-        }
-        Ok(Authorizer::new(grants))
+        Ok(Authorizer::new(load_grants(o)?))
     }
 
     pub fn new(grants: Vec<Grant>) -> Authorizer {
         Authorizer {
-            buckets: Mutex::new(vec![Buckets::default(); grants.len()]),
-            grants,
+            table: Arc::new(RwLock::new(Arc::new(Table::carrying(grants, None)))),
             epoch: Instant::now(),
         }
     }
 
+    fn current(&self) -> Arc<Table> {
+        Arc::clone(&self.table.read())
+    }
+
+    /// Replaces the grants (requests already let in keep theirs).
+    pub fn replace(&self, grants: Vec<Grant>) {
+        swap(&self.table, grants);
+    }
+
+    /// Polls `tokens_file` (when there is one) every `poll` and loads it
+    /// again when it changed, as a mounted Secret is updated in place. A
+    /// file that does not load is logged and the previous tokens kept.
+    pub fn reload_on_change(&self, o: RouterOptions, poll: Duration) {
+        let Some(path) = o.tokens_file.clone() else {
+            return;
+        };
+        let table = Arc::downgrade(&self.table);
+        tokio::spawn(async move {
+            let mut seen = crate::tls::stamp(&[&path]);
+            loop {
+                tokio::time::sleep(poll).await;
+                let Some(table) = table.upgrade() else { return };
+                let now = crate::tls::stamp(&[&path]);
+                if now == seen {
+                    continue;
+                }
+                seen = now;
+                match load_grants(&o) {
+                    Ok(grants) => {
+                        let n = grants.len();
+                        swap(&table, grants);
+                        tracing::info!(file = %path.display(), tokens = n, "tokens file reloaded");
+                    }
+                    Err(e) => tracing::error!(
+                        error = %e,
+                        "tokens file changed but does not load; still using the previous tokens"
+                    ),
+                }
+            }
+        });
+    }
+
     /// Whether any token is configured (auth is off otherwise).
     pub fn enabled(&self) -> bool {
-        !self.grants.is_empty()
+        !self.table.read().grants.is_empty()
     }
 
     /// 401 for a missing or unknown token, 403 naming the role or database.
@@ -305,32 +388,37 @@ impl Authorizer {
         databases: &[&str],
     ) -> Result<Access> {
         let who = self.authenticate(presented)?;
-        self.permit(who, need, databases)?;
+        self.permit(&who, need, databases)?;
         Ok(who)
     }
 
     /// Only who is asking (401), for requests whose role is known later
     /// (an InfluxQL query once it is parsed).
     pub fn authenticate(&self, presented: Option<&str>) -> Result<Access> {
-        if !self.enabled() {
+        let table = self.current();
+        if table.grants.is_empty() {
             return Ok(Access { grant: None });
         }
+        let i = identify(&table.grants, presented)?;
         Ok(Access {
-            grant: Some(identify(&self.grants, presented)?),
+            grant: Some((table, i)),
         })
     }
 
     /// 403 unless the authenticated token may do `need` on `databases`.
-    pub fn permit(&self, who: Access, need: Role, databases: &[&str]) -> Result<()> {
-        match who.grant {
+    pub fn permit(&self, who: &Access, need: Role, databases: &[&str]) -> Result<()> {
+        match &who.grant {
             None => Ok(()),
-            Some(i) => Ok(permit(&self.grants[i], need, databases)?),
+            Some((t, i)) => Ok(permit(&t.grants[*i], need, databases)?),
         }
     }
 
     /// The name of the token that was let in (logs).
-    pub fn token_name(&self, access: Access) -> Option<&str> {
-        access.grant.map(|i| self.grants[i].name.as_str())
+    pub fn token_name<'a>(&self, access: &'a Access) -> Option<&'a str> {
+        access
+            .grant
+            .as_ref()
+            .map(|(t, i)| t.grants[*i].name.as_str())
     }
 
     fn now(&self) -> f64 {
@@ -339,16 +427,17 @@ impl Authorizer {
 
     /// Before a write runs: 429 with the wait when the token's request or
     /// point bucket is empty. Takes one request from the request bucket.
-    pub fn admit_write(&self, access: Access) -> Result<()> {
-        let Some(i) = access.grant else {
+    pub fn admit_write(&self, access: &Access) -> Result<()> {
+        let Some((t, i)) = &access.grant else {
             return Ok(());
         };
-        let g = &self.grants[i];
+        let i = *i;
+        let g = &t.grants[i];
         if g.points.is_none() && g.requests.is_none() {
             return Ok(());
         }
         let now = self.now();
-        let mut all = self.buckets.lock();
+        let mut all = t.buckets.lock();
         let b = &mut all[i];
         if let Some(rate) = &g.points {
             let bucket = b.points.get_or_insert_with(|| TokenBucket::full(rate, now));
@@ -369,14 +458,14 @@ impl Authorizer {
 
     /// After a write: charges the points it carried to the token's point
     /// bucket (it may go into debt; the next write waits for it).
-    pub fn charge_points(&self, access: Access, points: u64) {
-        let Some(i) = access.grant else {
+    pub fn charge_points(&self, access: &Access, points: u64) {
+        let Some((t, i)) = &access.grant else {
             return;
         };
-        if let Some(rate) = &self.grants[i].points {
+        if let Some(rate) = &t.grants[*i].points {
             let now = self.now();
-            let mut all = self.buckets.lock();
-            all[i]
+            let mut all = t.buckets.lock();
+            all[*i]
                 .points
                 .get_or_insert_with(|| TokenBucket::full(rate, now))
                 .charge(rate, now, points as f64);

@@ -109,7 +109,7 @@ write_points_per_sec = 50000
     let ok = a
         .authorize(Some("tg-0123456789"), Role::Write, &["telegraf"])
         .unwrap();
-    assert_eq!(a.token_name(ok), Some("telegraf"));
+    assert_eq!(a.token_name(&ok), Some("telegraf"));
     assert!(a
         .authorize(Some("tg-0123456789"), Role::Write, &["other"])
         .is_err());
@@ -142,9 +142,9 @@ fn write_limits_answer_429_with_the_wait() {
     s.burst_secs = Some(2.0);
     let a = Authorizer::new(grants(&[s]));
     let access = a.authorize(Some("slow-token-1"), Role::Write, &[]).unwrap();
-    assert!(a.admit_write(access).is_ok());
-    assert!(a.admit_write(access).is_ok());
-    let e = a.admit_write(access).unwrap_err();
+    assert!(a.admit_write(&access).is_ok());
+    assert!(a.admit_write(&access).is_ok());
+    let e = a.admit_write(&access).unwrap_err();
     assert_eq!(e.status(), http::StatusCode::TOO_MANY_REQUESTS);
     let wait = e.retry_after().unwrap();
     assert!(
@@ -157,12 +157,44 @@ fn write_limits_answer_429_with_the_wait() {
     p.write_points_per_sec = Some(100.0);
     let a = Authorizer::new(grants(&[p]));
     let access = a.authorize(Some("points-token"), Role::Write, &[]).unwrap();
-    assert!(a.admit_write(access).is_ok());
-    a.charge_points(access, 1000);
-    let e = a.admit_write(access).unwrap_err();
+    assert!(a.admit_write(&access).is_ok());
+    a.charge_points(&access, 1000);
+    let e = a.admit_write(&access).unwrap_err();
     let wait = e.retry_after().unwrap();
     assert!(
         wait > Duration::from_secs(8) && wait <= Duration::from_secs(9),
         "{wait:?}"
     );
+}
+
+#[test]
+fn a_replaced_table_refuses_old_tokens_and_keeps_unchanged_buckets() {
+    let mut slow = spec("slow", "slow-token-1", &[Role::Write], &[]);
+    slow.write_requests_per_sec = Some(0.1);
+    let a = Authorizer::new(grants(&[
+        slow.clone(),
+        spec("old", "old-token-1", &[Role::Read], &[]),
+    ]));
+    let before = a.authorize(Some("slow-token-1"), Role::Write, &[]).unwrap();
+    assert!(a.admit_write(&before).is_ok());
+    assert!(a.admit_write(&before).is_err(), "bucket empty");
+
+    a.replace(grants(&[
+        spec("new", "new-token-1", &[Role::Read], &[]),
+        slow.clone(),
+    ]));
+    assert!(a.authorize(Some("old-token-1"), Role::Read, &[]).is_err());
+    assert!(a.authorize(Some("new-token-1"), Role::Read, &[]).is_ok());
+    let after = a.authorize(Some("slow-token-1"), Role::Write, &[]).unwrap();
+    assert!(
+        a.admit_write(&after).is_err(),
+        "the same token and rate keep their (empty) bucket across a reload"
+    );
+    // A request let in before the reload still sees its own table.
+    assert_eq!(a.token_name(&before), Some("slow"));
+
+    slow.write_requests_per_sec = Some(100.0);
+    a.replace(grants(&[slow]));
+    let faster = a.authorize(Some("slow-token-1"), Role::Write, &[]).unwrap();
+    assert!(a.admit_write(&faster).is_ok(), "a changed rate starts full");
 }

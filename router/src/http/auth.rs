@@ -52,14 +52,14 @@ pub(crate) fn authorize(
 /// rate limit (429 with Retry-After).
 pub(crate) fn admit_write(r: &Router, presented: Option<&str>, db: &str) -> Result<Access> {
     let access = r.auth.authorize(presented, Role::Write, &[db])?;
-    r.auth.admit_write(access)?;
+    r.auth.admit_write(&access)?;
     Ok(access)
 }
 
 /// Charges the points a write stored to its token's point bucket.
 pub(crate) fn charge_write(r: &Router, access: Access, res: &Result<WriteOutcome>) {
     if let Ok(outcome) = res {
-        r.auth.charge_points(access, outcome.summary.points as u64);
+        r.auth.charge_points(&access, outcome.summary.points as u64);
     }
 }
 
@@ -68,7 +68,7 @@ pub(crate) fn charge_write(r: &Router, access: Access, res: &Result<WriteOutcome
 /// the statements name.
 pub(crate) fn permit_statements(
     r: &Router,
-    who: Access,
+    who: &Access,
     statements: &[Statement],
     database: &str,
 ) -> Result<()> {

@@ -120,7 +120,7 @@ async fn answer(r: &Router, query: Option<&str>, headers: &HeaderMap, body: Body
     }
     let database = params.get("db").map(String::as_str).unwrap_or("");
     // The role the statements need (admin for create, drop, delete).
-    if let Err(e) = crate::http::permit_statements(r, who, &parsed.statements, database) {
+    if let Err(e) = crate::http::permit_statements(r, &who, &parsed.statements, database) {
         return request_error(StatusCode::FORBIDDEN, &e.to_string());
     }
     let mut format = Format::from_params(
