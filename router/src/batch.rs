@@ -24,6 +24,7 @@ use shardhouse_common::lineproto::{
     self, FieldParser, FieldValue, LineProtocolError, Precision, SeriesParser,
 };
 use shardhouse_common::names::{self, NameError, SAMPLES_TABLE};
+pub(crate) use state::IdentityHasher;
 use state::{BatchState, MeasurementSchema};
 use xxhash_rust::xxh3::xxh3_64;
 
@@ -158,12 +159,14 @@ impl<'a> RequestBatch<'a> {
         let known = self.state.find_slot(hash, raw);
         // A known series has a table: lines of one table usually repeat
         // their field keys, which the parser then recognises instead of
-        // scanning (same result either way).
-        let fields = match known {
-            Some(s) => {
-                let table = self.state.slots[s as usize].table as usize;
-                self.field_parser.parse_in_layout(rest, table)
-            }
+        // scanning (same result either way). A series new to the request
+        // (every line, at 1M series) tries the keys of the previous line's
+        // table: lines of one measurement come together.
+        let layout = known
+            .map(|s| self.state.slots[s as usize].table)
+            .or(self.state.last_table);
+        let fields = match layout {
+            Some(table) => self.field_parser.parse_in_layout(rest, table as usize),
             None => self.field_parser.parse(rest),
         }
         .map_err(bad)?;
@@ -179,6 +182,7 @@ impl<'a> RequestBatch<'a> {
                 .state
                 .resolve_new_raw(hash, raw, &mut self.series_parser)?,
         };
+        self.state.last_table = Some(self.state.slots[slot as usize].table);
         self.state.append(slot, time, fields.iter(), fields.len())
     }
 

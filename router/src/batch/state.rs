@@ -14,9 +14,10 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use xxhash_rust::xxh3::xxh3_64;
 
-/// Hasher for keys that are already hashes (XXH3 of the raw series).
+/// Hasher for keys that are already hashes (XXH3 of the raw series, a
+/// `series_id`).
 #[derive(Default)]
-pub(super) struct IdentityHasher(u64);
+pub(crate) struct IdentityHasher(u64);
 
 impl Hasher for IdentityHasher {
     fn finish(&self) -> u64 {
@@ -104,6 +105,9 @@ pub(super) struct BatchState<'a> {
     /// usually come together, and this skips hashing its name.
     pub(super) last_measurement: Option<u32>,
     pub(super) memo: IdentityMap<u32>,
+    /// Table of the last line's series (line protocol): the field-key
+    /// layout a series new to the request tries first.
+    pub(super) last_table: Option<u32>,
     pub(super) slots: Vec<SeriesSlot>,
     pub(super) raw_arena: Vec<u8>,
     pub(super) key_arena: Vec<u8>,
@@ -141,6 +145,7 @@ impl<'a> BatchState<'a> {
             measurement_ids: HashMap::new(),
             last_measurement: None,
             memo: IdentityMap::default(),
+            last_table: None,
             slots: Vec::new(),
             raw_arena: Vec::new(),
             key_arena: Vec::new(),
