@@ -7,6 +7,7 @@
 //! interleave their writes.
 
 use crate::backoff::{self, Backoff};
+use crate::catch_up;
 use crate::map_race;
 use crate::planner::{self, Move};
 use crate::{Error, Result};
@@ -525,7 +526,9 @@ impl Executor {
         leader: u64,
         nodes: &BTreeMap<u64, NodeInfo>,
     ) -> Result<()> {
-        let deadline = tokio::time::Instant::now() + self.catch_up_timeout;
+        let started = tokio::time::Instant::now();
+        let deadline = started + self.catch_up_timeout;
+        let mut history = catch_up::CommitHistory::default();
         loop {
             let commit = self
                 .shard_states(leader, nodes)
@@ -541,7 +544,9 @@ impl Executor {
                 .into_iter()
                 .find(|s| s.shard == shard)
                 .map_or(0, |s| s.applied_index.max(s.commit_index));
-            if applied >= commit {
+            let now = started.elapsed().as_secs_f64();
+            history.record(now, commit);
+            if history.caught_up(now, applied, catch_up::LAG_ALLOWED) {
                 return Ok(());
             }
             if tokio::time::Instant::now() > deadline {
