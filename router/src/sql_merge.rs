@@ -104,8 +104,6 @@ pub fn merge_rows(plan: &RowsPlan, shards: Vec<ShardRows>) -> Answer {
     Answer { names, rows }
 }
 
-/// The merge state of one aggregate in one group.
-
 struct Group {
     row: Vec<Value>,
     states: Vec<State>,

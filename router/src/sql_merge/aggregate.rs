@@ -9,6 +9,7 @@ use crate::sql_value::{sort_cmp, Value};
 use std::cmp::Ordering;
 use std::collections::HashSet;
 
+/// The merge state of one aggregate in one group.
 #[derive(Debug, Clone)]
 pub(super) enum State {
     Count(u64),
