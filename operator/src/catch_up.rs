@@ -1,6 +1,7 @@
 //! When a learner has caught up enough to be promoted. Under steady writes
-//! the leader's commit index moves on while the learner applies, so "applied
-//! >= commit" at one poll may never hold: a soak at 140k points/s on a busy
+//! the leader's commit index moves on while the learner applies, so an
+//! applied index at least the commit index at one poll may never happen: a
+//! soak at 140k points/s on a busy
 //! machine timed out after 300 s at 5540/5564, the learner a steady ~2 s
 //! behind. A learner that has applied everything committed a few seconds
 //! ago keeps pace with the writes and can be promoted; one falling further
