@@ -45,6 +45,21 @@ async fn install_crd(client: &Client) {
     .unwrap();
 }
 
+/// Merge-patches the cluster (`kubectl patch --type merge`).
+async fn merge_patch(shc: &Api<ShardhouseCluster>, name: &str, patch: serde_json::Value) {
+    shc.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .expect("merge-patch the cluster");
+}
+
+/// Writes the cluster's shard map as the nodes would.
+async fn put_shard_map(etcd: &mut etcd_client::Client, cluster: &str, map: &ShardMap) {
+    let value = serde_json::to_vec(map).unwrap();
+    etcd.put(keys::shard_map(cluster), value, None)
+        .await
+        .expect("put the shard map");
+}
+
 fn cluster(name: &str, etcd: &str, nodes: i32, rf: u32) -> ShardhouseCluster {
     serde_json::from_value(json!({
         "apiVersion": "shardhouse.dev/v1alpha1",
@@ -229,13 +244,7 @@ async fn operator_against_a_real_apiserver() {
     .unwrap();
 
     // --- scale out: the StatefulSet follows
-    shc.patch(
-        name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"nodes": {"replicas": 5}}})),
-    )
-    .await
-    .unwrap();
+    merge_patch(&shc, name, json!({"spec": {"nodes": {"replicas": 5}}})).await;
     let replicas = |want: i32| {
         let a = sts_api.clone();
         async move {
@@ -263,20 +272,8 @@ async fn operator_against_a_real_apiserver() {
         })
         .collect();
     let map = ShardMap::initial(8, 3, nodes);
-    etcd.put(
-        keys::shard_map("demo"),
-        serde_json::to_vec(&map).unwrap(),
-        None,
-    )
-    .await
-    .unwrap();
-    shc.patch(
-        name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"nodes": {"replicas": 3}}})),
-    )
-    .await
-    .unwrap();
+    put_shard_map(&mut etcd, "demo", &map).await;
+    merge_patch(&shc, name, json!({"spec": {"nodes": {"replicas": 3}}})).await;
     eventually(
         "status desired 3 while draining",
         Duration::from_secs(60),
@@ -303,21 +300,14 @@ async fn operator_against_a_real_apiserver() {
 
     // Once the map no longer places replicas on nodes 4 and 5, it shrinks.
     let drained = ShardMap::initial(8, 3, map.nodes.values().take(3).cloned().collect());
-    etcd.put(
-        keys::shard_map("demo"),
-        serde_json::to_vec(&drained).unwrap(),
-        None,
-    )
-    .await
-    .unwrap();
+    put_shard_map(&mut etcd, "demo", &drained).await;
     // Nudge a reconcile (the operator also requeues on its own).
-    shc.patch(
+    merge_patch(
+        &shc,
         name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"annotations": {"nudge": "1"}}})),
+        json!({"metadata": {"annotations": {"nudge": "1"}}}),
     )
-    .await
-    .unwrap();
+    .await;
     eventually(
         "StatefulSet shrinks to 3 after the drain",
         Duration::from_secs(60),

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use adbc_core::options::{IngestMode, OptionStatement, OptionValue};
 use adbc_core::{Connection, Database, Optionable, Statement};
-use adbc_driver_manager::{ManagedConnection, ManagedDatabase};
+use adbc_driver_manager::{ManagedConnection, ManagedDatabase, ManagedStatement};
 use arrow_array::{RecordBatch, RecordBatchIterator, RecordBatchReader};
 use arrow_schema::SchemaRef;
 use crossbeam_channel::{Receiver, Sender};
@@ -47,14 +47,20 @@ impl Conn {
         Ok(())
     }
 
-    /// Runs a statement that returns no rows (DDL, ALTER, DROP ...).
-    pub fn execute(&mut self, sql: &str) -> Result<()> {
+    /// A statement holding `sql`, not run yet.
+    fn statement(&mut self, sql: &str) -> Result<ManagedStatement> {
         let mut st = self
             .inner
             .new_statement()
             .map_err(|e| EngineError::sql(sql_ctx(sql), e))?;
         st.set_sql_query(sql)
             .map_err(|e| EngineError::sql(sql_ctx(sql), e))?;
+        Ok(st)
+    }
+
+    /// Runs a statement that returns no rows (DDL, ALTER, DROP ...).
+    pub fn execute(&mut self, sql: &str) -> Result<()> {
+        let mut st = self.statement(sql)?;
         st.execute_update()
             .map_err(|e| EngineError::sql(sql_ctx(sql), e))?;
         Ok(())
@@ -63,12 +69,7 @@ impl Conn {
     /// Runs a query and collects its result. The result stream is drained and
     /// dropped before returning, so the connection is free for the next statement.
     pub fn query(&mut self, sql: &str) -> Result<Vec<RecordBatch>> {
-        let mut st = self
-            .inner
-            .new_statement()
-            .map_err(|e| EngineError::sql(sql_ctx(sql), e))?;
-        st.set_sql_query(sql)
-            .map_err(|e| EngineError::sql(sql_ctx(sql), e))?;
+        let mut st = self.statement(sql)?;
         let reader = st
             .execute()
             .map_err(|e| EngineError::sql(sql_ctx(sql), e))?;

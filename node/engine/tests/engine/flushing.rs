@@ -6,7 +6,7 @@ use shardhouse_engine::{Engine, EngineConfig, EngineError};
 use shardhouse_test_support::{chdb_dir, wait_for};
 use std::time::Duration;
 
-use crate::{count_final, engine, f, points};
+use crate::{apply_cpu_point, count_final, engine, f, points};
 
 #[test]
 fn a_second_data_directory_is_refused() {
@@ -31,15 +31,7 @@ fn a_second_data_directory_is_refused() {
 fn background_flusher_flushes_by_age_and_size() {
     let e = engine();
     let shard = 8;
-    e.apply(
-        shard,
-        1,
-        "db",
-        "cpu",
-        &points(&[PointRow::new(1, 1).field("v", f(1.0))]),
-        &[],
-    )
-    .unwrap();
+    apply_cpu_point(e, shard, 1, (1, 1), 1.0);
     // Age bound is 50 ms: wait (bounded) for the flusher to record the index.
     wait_for("the age-bound flush", Duration::from_secs(20), || {
         e.flushed_index(shard) >= 1

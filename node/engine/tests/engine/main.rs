@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use shardhouse_engine::testdata::{encode_points, FieldValue, PointRow};
-use shardhouse_engine::{Engine, EngineConfig};
+use shardhouse_engine::{Applied, Engine, EngineConfig};
 use shardhouse_test_support::arrow::scalar_u64 as scalar;
 use shardhouse_test_support::chdb_dir;
 
@@ -36,6 +36,14 @@ fn engine() -> &'static Engine {
 
 fn points(rows: &[PointRow]) -> Vec<u8> {
     encode_points("cpu", rows).expect("encode points")
+}
+
+/// Applies entry `index` of `shard` holding one `cpu` point of `series`
+/// at `time` with `v` = `value`; it must be stored.
+fn apply_cpu_point(e: &Engine, shard: u32, index: u64, (series, time): (u64, i64), value: f64) {
+    let rows = [PointRow::new(series, time).field("v", f(value))];
+    let applied = e.apply(shard, index, "db", "cpu", &points(&rows), &[]);
+    assert!(matches!(applied, Ok(Applied::Stored)), "{applied:?}");
 }
 
 fn f(v: f64) -> FieldValue {

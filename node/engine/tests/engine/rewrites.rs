@@ -5,7 +5,7 @@ use shardhouse_engine::testdata::PointRow;
 use shardhouse_engine::Engine;
 use shardhouse_test_support::arrow::{col_strings, scalar_u64 as scalar};
 
-use crate::{count_final, engine, f, points};
+use crate::{apply_cpu_point, count_final, engine, f, points};
 
 #[test]
 fn last_write_wins_for_duplicate_series_and_time() {
@@ -17,45 +17,13 @@ fn last_write_wins_for_duplicate_series_and_time() {
         .collect();
     e.apply(shard, 1, "db", "cpu", &points(&rows), &[]).unwrap();
     // Across entries flushed together.
-    e.apply(
-        shard,
-        2,
-        "db",
-        "cpu",
-        &points(&[PointRow::new(2, 100).field("v", f(1.0))]),
-        &[],
-    )
-    .unwrap();
-    e.apply(
-        shard,
-        3,
-        "db",
-        "cpu",
-        &points(&[PointRow::new(2, 100).field("v", f(2.0))]),
-        &[],
-    )
-    .unwrap();
+    apply_cpu_point(e, shard, 2, (2, 100), 1.0);
+    apply_cpu_point(e, shard, 3, (2, 100), 2.0);
     e.flush_all().unwrap();
     // Across flushes (separate parts).
-    e.apply(
-        shard,
-        4,
-        "db",
-        "cpu",
-        &points(&[PointRow::new(3, 100).field("v", f(1.0))]),
-        &[],
-    )
-    .unwrap();
+    apply_cpu_point(e, shard, 4, (3, 100), 1.0);
     e.flush_all().unwrap();
-    e.apply(
-        shard,
-        5,
-        "db",
-        "cpu",
-        &points(&[PointRow::new(3, 100).field("v", f(3.0))]),
-        &[],
-    )
-    .unwrap();
+    apply_cpu_point(e, shard, 5, (3, 100), 3.0);
     e.flush_all().unwrap();
     let r = e
         .query(

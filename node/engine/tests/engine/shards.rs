@@ -3,7 +3,7 @@
 use shardhouse_engine::testdata::{encode_points, encode_series, FieldValue, PointRow};
 use shardhouse_test_support::arrow::{col_strings, scalar_u64 as scalar};
 
-use crate::{count_final, engine, f, points};
+use crate::{apply_cpu_point, count_final, engine, f, points};
 
 #[test]
 fn export_import_and_drop_a_shard() {
@@ -77,15 +77,7 @@ fn export_import_and_drop_a_shard() {
     assert_eq!(col_strings(&sum, 1), ["x"]);
     // Entries at or below the imported index are skipped, later ones apply.
     e.apply(dst, 10, "db", "cpu", &points(&rows), &[]).unwrap();
-    e.apply(
-        dst,
-        11,
-        "db",
-        "cpu",
-        &points(&[PointRow::new(9, 9).field("v", f(1.0))]),
-        &[],
-    )
-    .unwrap();
+    apply_cpu_point(e, dst, 11, (9, 9), 1.0);
     e.flush_all().unwrap();
     assert_eq!(count_final(e, dst, "cpu"), 301);
     assert!(e.import_shard(dst, 1, b"garbage").is_err());
