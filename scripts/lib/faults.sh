@@ -68,9 +68,11 @@ faults_heal() {
   FAULTS_RULES=()
 }
 
-# Removes the cgroups made for the partition (after the nodes have exited).
+# Removes the cgroups made for the partition and unmounts the tmpfs of
+# the disk faults (after the nodes have exited).
 faults_cleanup() {
   faults_heal
+  faults_unmount_all
   if [ -n "${SH_CGROUP_ROOT:-}" ] && [ -d "$SH_CGROUP_ROOT" ]; then
     local d
     for d in "$SH_CGROUP_ROOT"/*/; do [ -d "$d" ] && rmdir "$d" 2>/dev/null; done
@@ -110,4 +112,158 @@ faults_rss_sampler() {
     done
     sleep "$every"
   done
+}
+
+# --- Disk faults (scripts/chaos-disk.sh; usable from soak.sh) -------------
+# A node's WAL (`wal`) or engine (`engine`) directory moved onto a
+# size-limited tmpfs, so "disk full" is a real ENOSPC; a slow WAL disk and a
+# corrupted WAL through the node's own test switch and real files. Usage:
+#   faults_disk_setup                    # FAULTS_DISK_OK=1, or FAULTS_DISK_WHY
+#   sh_stop node-1                       # (or before the first start)
+#   faults_tmpfs 1 wal 512               # node-1/wal on a 512 MiB tmpfs
+#   sh_start_node 1; sh_wait_node 1
+#   faults_disk_fill 1 wal 32            # ballast: 32 MiB left (< 64 MiB reserve)
+#   faults_disk_free 1 wal               # ballast gone; no restart needed
+#   faults_restart_node 3 "node=3,wal_write_delay_ms=200"  # slow WAL disk
+#   faults_restart_node 3                # healthy again
+#   faults_corrupt_wal 3                 # node 3 stopped: 4 KiB overwritten
+#   faults_cleanup                       # after sh_stop_all: unmounts too
+# Mounts are recorded in FAULTS_MOUNTS and always unmounted by
+# faults_cleanup (lazily if a file is still open); call it from an EXIT trap.
+# Size a tmpfs for the load: the node's WAL holds up to its write buffer
+# (256 MiB by default) of unflushed log before RocksDB writes tables.
+
+FAULTS_DISK_OK=0
+FAULTS_DISK_WHY=""
+FAULTS_MOUNTS=()
+
+# Whether tmpfs can be mounted here (root, mount(8) and the capability).
+faults_disk_setup() {
+  local probe
+  if [ "$(id -u)" != 0 ]; then
+    FAULTS_DISK_WHY="not root (a size-limited tmpfs needs mount)"
+    return 0
+  fi
+  probe=$(mktemp -d "${TMPDIR:-/tmp}/shardhouse-tmpfs-probe.XXXXXX")
+  if mount -t tmpfs -o size=1m tmpfs "$probe" 2>/dev/null; then
+    umount "$probe"
+    FAULTS_DISK_OK=1
+  else
+    FAULTS_DISK_WHY="cannot mount a tmpfs (no CAP_SYS_ADMIN in this sandbox?)"
+  fi
+  rmdir "$probe"
+}
+
+# faults_disk_dir K wal|engine: the directory of node K.
+faults_disk_dir() {
+  case $2 in
+    wal | engine) echo "$SH_DATA/node-$1/$2" ;;
+    *) echo "[faults] faults_disk_dir: expected wal or engine, got '$2'" >&2; return 1 ;;
+  esac
+}
+
+# faults_tmpfs K wal|engine MIB: node K's directory (empty, or of a stopped
+# node: its files are copied over) onto a new MIB MiB tmpfs.
+faults_tmpfs() {
+  local dir before
+  dir=$(faults_disk_dir "$1" "$2") || return 1
+  before="$dir.before-tmpfs"
+  mkdir -p "$dir"
+  rm -rf "$before"
+  mv "$dir" "$before"
+  mkdir "$dir"
+  if ! mount -t tmpfs -o "size=${3}m" tmpfs "$dir"; then
+    rmdir "$dir"
+    mv "$before" "$dir"
+    echo "[faults] cannot mount a tmpfs on $dir" >&2
+    return 1
+  fi
+  FAULTS_MOUNTS+=("$dir")
+  cp -a "$before/." "$dir/" && rm -rf "$before"
+}
+
+# faults_disk_fill K wal|engine LEAVE_MIB: a ballast file fills node K's
+# tmpfs until LEAVE_MIB MiB are free (0: full to the last block).
+faults_disk_fill() {
+  local dir avail want
+  dir=$(faults_disk_dir "$1" "$2") || return 1
+  mountpoint -q "$dir" || { echo "[faults] $dir is not a mount (faults_tmpfs first)" >&2; return 1; }
+  avail=$(df -P -B1 "$dir" | awk 'NR == 2 { print $4 }')
+  want=$((avail - $3 * 1048576))
+  ((want > 0)) || return 0
+  # tmpfs allocates at once; dd is the fallback and stops at ENOSPC.
+  fallocate -l "$want" "$dir/ballast" 2>/dev/null ||
+    dd if=/dev/zero of="$dir/ballast" bs=1M count=$((want / 1048576)) status=none 2>/dev/null || true
+  if (($3 == 0)); then
+    # Whatever is left (block rounding) goes too.
+    dd if=/dev/zero of="$dir/ballast.tail" bs=4k status=none 2>/dev/null || true
+  fi
+}
+
+faults_disk_free() {
+  local dir
+  dir=$(faults_disk_dir "$1" "$2") || return 1
+  rm -f "$dir/ballast" "$dir/ballast.tail"
+}
+
+# Free MiB on node K's wal or engine filesystem.
+faults_disk_free_mib() {
+  df -P -B1M "$(faults_disk_dir "$1" "$2")" | awk 'NR == 2 { print $4 }'
+}
+
+# faults_restart_node K [SPEC]: node K stopped (SIGTERM) and started again
+# with SHARDHOUSE_TEST_FAULT_DISK=SPEC (docs/operations.md "Testing
+# faults"), e.g. "node=3,wal_write_delay_ms=200" for a slow WAL disk;
+# without SPEC it comes back healthy. Waits until it is READY.
+faults_restart_node() {
+  local k=$1 spec=${2:-}
+  sh_stop "node-$k"
+  if [ -n "$spec" ]; then
+    SHARDHOUSE_TEST_FAULT_DISK="$spec" sh_start_node "$k"
+  else
+    # A subshell: the caller's own environment keeps its value.
+    (unset SHARDHOUSE_TEST_FAULT_DISK; sh_start_node "$k")
+  fi
+  sh_wait_node "$k"
+}
+
+# faults_corrupt_wal K: overwrites 4 KiB in the middle of every RocksDB log
+# and table file of node K's WAL over 64 KiB (16 KiB if none is that big),
+# as a bad sector would. Node K must be stopped (kill -9). Prints the files;
+# fails when there was none to damage.
+faults_corrupt_wal() {
+  local dir f len n=0 min
+  dir=$(faults_disk_dir "$1" wal) || return 1
+  for min in 65536 16384; do
+    for f in "$dir"/*.log "$dir"/*.sst; do
+      [ -f "$f" ] || continue
+      len=$(stat -c %s "$f")
+      ((len >= min)) || continue
+      head -c 4096 /dev/zero | tr '\0' '\132' |
+        dd of="$f" bs=4096 seek=$((len / 2)) oflag=seek_bytes conv=notrunc status=none
+      echo "$(basename "$f") ($len bytes)"
+      n=$((n + 1))
+    done
+    ((n > 0)) && return 0
+  done
+  echo "[faults] no RocksDB file of 16 KiB or more in $dir to damage" >&2
+  return 1
+}
+
+# faults_node_metric K NAME [LABEL_SUBSTRING]: the value of a metric on
+# node K's /metrics (first matching line), empty when absent.
+faults_node_metric() {
+  curl -s -m 5 "http://127.0.0.1:$(sh_node_http_port "$1")/metrics" |
+    awk -v n="$2" -v l="${3:-}" '($1 == n || index($1, n "{") == 1) && index($1, l) { print $2; exit }'
+}
+
+# Unmounts every tmpfs faults_tmpfs made (nodes stopped first).
+faults_unmount_all() {
+  local d
+  for d in "${FAULTS_MOUNTS[@]}"; do
+    mountpoint -q "$d" || continue
+    umount "$d" 2>/dev/null || umount -l "$d" 2>/dev/null ||
+      echo "[faults] could not unmount $d: umount it by hand" >&2
+  done
+  FAULTS_MOUNTS=()
 }
