@@ -253,8 +253,9 @@ faults_corrupt_wal() {
 # faults_node_metric K NAME [LABEL_SUBSTRING]: the value of a metric on
 # node K's /metrics (first matching line), empty when absent.
 faults_node_metric() {
+  # awk reads to the end: curl must not die of SIGPIPE (pipefail).
   curl -s -m 5 "http://127.0.0.1:$(sh_node_http_port "$1")/metrics" |
-    awk -v n="$2" -v l="${3:-}" '($1 == n || index($1, n "{") == 1) && index($1, l) { print $2; exit }'
+    awk -v n="$2" -v l="${3:-}" 'v == "" && ($1 == n || index($1, n "{") == 1) && index($1, l) { v = $2 } END { print v }' || true
 }
 
 # Unmounts every tmpfs faults_tmpfs made (nodes stopped first).

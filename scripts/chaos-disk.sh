@@ -1,0 +1,395 @@
+#!/usr/bin/env bash
+# The disk scenarios of `make chaos` (scripts/chaos.sh runs this after its
+# own five, on a cluster of its own): a local RF=3 cluster, and for every
+# scenario a fresh `shardhouse-loadtest ack-load` recording each acknowledged
+# point (its own ack log and measurement), stopped after the scenario and
+# `verify`-ed: every acknowledged point stored exactly once.
+#
+#   6. wal_disk_full: node V's WAL directory is a size-limited tmpfs (V is
+#      node 1 or 2, whichever leads some shards but not all); a ballast file
+#      leaves less than the 64 MiB reserve. One-line probe writes through
+#      the router (one shard each): those whose shard V leads are refused
+#      with 503 `WAL disk full on node V`, the others are committed by the
+#      quorum V follows in; exactly the acknowledged probes are stored. The
+#      ballast goes and the same process takes every probe again.
+#   7. engine_disk_full: node 2's engine directory is a tmpfs filled to the
+#      last block: its flushes fail, /health says `shard N flush` `fail`
+#      (and shardhouse_engine_flush_failing_shards), writes go on into the
+#      WAL; freed, the flushes succeed and every row is found.
+#   8. corrupt_wal: node 3 killed -9, 4 KiB in the middle of its RocksDB
+#      log/table files overwritten; restarted, it says `WAL damaged at
+#      start`, keeps the damaged WAL as wal.damaged-<time> and its replicas
+#      are rebuilt from the leaders' snapshots (the auto rebuild counter);
+#      writes go on throughout. What is verified: every acknowledged point
+#      through the router (leaders first), plus node 3 reporting each of its
+#      replicas rebuilt and none still rebuilding. A damaged or truncated
+#      engine part is not part of this scenario.
+#   9. slow_replica: node 3 (a follower: it leads nothing after its restart,
+#      and leaders do not rebalance in this cluster) restarted with every WAL
+#      write batch SLOW_DELAY_MS (200) ms slower (SHARDHOUSE_TEST_FAULT_DISK);
+#      the write p95 of the load while it is slow is printed next to the p95
+#      just before; every write must be acknowledged and found.
+#
+# 6 and 7 need root (tmpfs): elsewhere `SKIPPED <scenario>: <why>` and they
+# are not counted. Leader balancing is off on these nodes
+# (SHARDHOUSE_NODE_LEADER_BALANCE_INTERVAL_MS=0) so that which node leads
+# what only changes by elections, which the script causes itself; their WAL
+# write buffer is 16 MiB (see WAL_LEAVE_MB below).
+#
+# One line per scenario (`disk_scenario name=... acked_points=...
+# failed_writes=... lost=... duplicated=...` and its figures); last line:
+# `chaos_scenarios=<N> acked_points_lost=<M>`; exits non-zero when a
+# scenario fails.
+#
+# Knobs: CHAOS_SHORT=1 (test-suite timings), RATE, BATCH, SHARDS,
+# SLOW_DELAY_MS, KEEP_DATA=1, SHARDHOUSE_DATA.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib/cluster.sh
+source scripts/lib/cluster.sh
+# shellcheck source=scripts/lib/faults.sh
+source scripts/lib/faults.sh
+
+log() { echo "[chaos-disk] $*" >&2; }
+
+SHORT=${CHAOS_SHORT:-0}
+if [ "$SHORT" = 1 ]; then
+  SETTLE=3; FULL_SECS=3; SLOW_SECS=8
+  RATE=${RATE:-10}; BATCH=${BATCH:-50}
+else
+  SETTLE=8; FULL_SECS=10; SLOW_SECS=20
+  RATE=${RATE:-20}; BATCH=${BATCH:-100}
+fi
+SHARDS=${SHARDS:-6}
+SLOW_DELAY_MS=${SLOW_DELAY_MS:-200}
+WAL_TMPFS_MB=256
+WAL_LEAVE_MB=32     # below the node's 64 MiB WAL reserve: writes refused
+# RocksDB preallocates its log 1.1 write buffers at a time (256 MiB by
+# default): a small buffer keeps that below WAL_LEAVE_MB, so the full node
+# refuses at its reserve instead of meeting ENOSPC in an append; it also
+# gives the corruption scenario table files to damage.
+export SHARDHOUSE_NODE_WAL_WRITE_BUFFER_BYTES=$((16 << 20))
+ENGINE_TMPFS_MB=512
+PROBES=24           # one-line probe writes (distinct series: every shard)
+LT="$SH_BIN/shardhouse-loadtest"
+for b in shardhouse-node shardhouse-router shardhouse-loadtest shardhouse-ctl; do
+  [ -x "$SH_BIN/$b" ] || { log "missing $SH_BIN/$b: run make build"; echo "chaos_scenarios=0 acked_points_lost=unknown"; exit 1; }
+done
+
+DATA=${SHARDHOUSE_DATA:-$(mktemp -d "${TMPDIR:-/tmp}/shardhouse-chaos-disk.XXXXXX")}
+faults_disk_setup
+
+LOAD_PID=""
+cleanup() {
+  local rc=$?
+  if [ -n "$LOAD_PID" ] && kill -0 "$LOAD_PID" 2>/dev/null; then
+    kill -TERM "$LOAD_PID" 2>/dev/null || true
+    wait "$LOAD_PID" 2>/dev/null || true
+  fi
+  [ -n "${SH_DATA:-}" ] && sh_stop_all
+  # Unmounts every tmpfs (the nodes have exited).
+  faults_cleanup
+  if [ "${KEEP_DATA:-0}" != 1 ] && [ -z "${SHARDHOUSE_DATA:-}" ] && [ "$rc" = 0 ]; then
+    rm -rf "$DATA"
+  else
+    log "data and logs kept in $DATA"
+  fi
+  echo "$FINAL_LINE"
+  exit "$rc"
+}
+FINAL_LINE="chaos_scenarios=0 acked_points_lost=unknown"
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+trap 'log "stopped at line $LINENO: $BASH_COMMAND (exit $?)"' ERR
+
+sh_cluster_init "$DATA" 3
+sh_check_not_running
+export SHARDHOUSE_NODE_LEADER_BALANCE_INTERVAL_MS=0
+if [ "$FAULTS_DISK_OK" = 1 ]; then
+  # Before the first start: the nodes create their directories on them.
+  faults_tmpfs 1 wal "$WAL_TMPFS_MB"
+  faults_tmpfs 2 wal "$WAL_TMPFS_MB"
+  faults_tmpfs 2 engine "$ENGINE_TMPFS_MB"
+fi
+log "cluster in $SH_DATA: etcd, 3 nodes (RF=3, $SHARDS shards, no leader balancing), router"
+sh_start_etcd
+sh_start_nodes "$SHARDS" 3
+sh_start_router
+sh_wait_writable || { log "cluster never became writable"; exit 1; }
+CTL=("$SH_BIN/shardhouse-ctl" --etcd "$SH_ETCD_ENDPOINT" --cluster "$SH_CLUSTER_NAME")
+ROUTER="http://$SH_ROUTER_HTTP"
+
+# Shards node K leads (the shard map's leader hints).
+leaders_of() {
+  "${CTL[@]}" status --json 2>/dev/null |
+    python3 -c 'import json,sys; k=int(sys.argv[1]); print(next((n["leaders"] for n in json.load(sys.stdin)["nodes"] if n["nodeId"]==k), 0))' "$1"
+}
+
+# --- One recorded load per scenario -------------------------------------
+ACKS=""
+load_start() {
+  ACKS="$SH_DATA/acks-$1.log"
+  rm -f "$SH_DATA/stop-load"
+  "$LT" ack-load --url "$ROUTER" --ack-log "$ACKS" --measurement "disk_$1_$(date +%s)" \
+    --rate "$RATE" --batch "$BATCH" --secs 3600 --stop-file "$SH_DATA/stop-load" \
+    --timeout-ms 10000 --retries 8 >"$SH_DATA/logs/ack-load-$1.log" 2>&1 &
+  LOAD_PID=$!
+}
+acked_lines() {
+  local n
+  n=$(grep -vc '^#' "$ACKS" 2>/dev/null) || true
+  echo "${n:-0}"
+}
+# expect_progress BEFORE WHAT: a write acknowledged after BEFORE within 60 s.
+expect_progress() {
+  local before=$1 deadline=$((SECONDS + 60))
+  while (($(acked_lines) <= before)); do
+    ((SECONDS < deadline)) || { log "no write acknowledged within 60 s: $2"; return 1; }
+    sleep 0.5
+  done
+}
+
+scenarios=0
+lost_total=0
+failed_scenarios=0
+# scenario_end NAME OK ALLOW_FAILED FIGURES: stops the load, verifies its
+# ack log, prints the scenario line and counts it.
+scenario_end() {
+  local name=$1 ok=$2 allow_failed=$3 figures=$4 line failed acked vline lost dup
+  touch "$SH_DATA/stop-load"
+  wait "$LOAD_PID" || true
+  LOAD_PID=""
+  line=$(grep -E '^ack_load ' "$SH_DATA/logs/ack-load-$name.log" | tail -n 1) || true
+  failed=$(sed -n 's/.* failed=\([0-9]*\).*/\1/p' <<<"$line")
+  acked=$(sed -n 's/.* acked_points=\([0-9]*\).*/\1/p' <<<"$line")
+  set +e
+  "$LT" verify --url "$ROUTER" --ack-log "$ACKS" --wait-secs 90 >"$SH_DATA/verify-$name.out" 2>>"$SH_DATA/logs/verify.log"
+  set -e
+  vline=$(grep -E '^verify ' "$SH_DATA/verify-$name.out" | tail -n 1) || true
+  lost=$(sed -n 's/^acked_points_lost=//p' "$SH_DATA/verify-$name.out" | tail -n 1)
+  dup=$(sed -n 's/.* duplicated=\([0-9]*\).*/\1/p' <<<"$vline")
+  echo "disk_scenario name=$name acked_points=${acked:-unknown} failed_writes=${failed:-unknown} lost=${lost:-unknown} duplicated=${dup:-unknown} $figures" >&2
+  if [ -z "$acked" ] || [ "$acked" = 0 ]; then
+    log "$name: nothing acknowledged, it proves nothing"; ok=0
+  fi
+  if [ "$allow_failed" != 1 ] && [ "${failed:-x}" != 0 ]; then
+    log "$name: writes failed for good: $line"; ok=0
+  fi
+  if [ "${lost:-x}" != 0 ] || [ "${dup:-x}" != 0 ]; then
+    log "$name: acknowledged points lost or doubled: $(cat "$SH_DATA/verify-$name.out")"; ok=0
+  fi
+  if [[ "${lost:-}" =~ ^[0-9]+$ ]] && [[ "$lost_total" =~ ^[0-9]+$ ]]; then
+    lost_total=$((lost_total + lost + ${dup:-0}))
+  else
+    lost_total=unknown
+  fi
+  scenarios=$((scenarios + 1))
+  if [ "$ok" != 1 ]; then
+    failed_scenarios=$((failed_scenarios + 1))
+    log "== $name FAILED"
+  fi
+}
+
+# --- Probes: one line per request, one series (so one shard) each -------
+PROBE_DB=chaos_disk_probe
+PROBE_ROUND=0
+PROBES_ACKED=0
+PROBES_UNKNOWN=0
+# probe_round PATTERN: sends PROBES writes at once; sets PROBE_OK (204),
+# PROBE_REFUSED (503 whose body matches PATTERN) and PROBE_OTHER (anything
+# else, e.g. the router's deadline passing while an attempt was in flight:
+# an unknown outcome, the point may still be stored).
+probe_round() {
+  local i code pids=() dir="$SH_DATA/probe"
+  PROBE_ROUND=$((PROBE_ROUND + 1))
+  PROBE_OK=0; PROBE_REFUSED=0; PROBE_OTHER=0
+  mkdir -p "$dir"
+  for ((i = 0; i < PROBES; i++)); do
+    curl -s -m 30 -o "$dir/$i.body" -w '%{http_code}' -XPOST "$ROUTER/write?db=$PROBE_DB" \
+      --data-binary "probe,s=p$i v=$((PROBE_ROUND * 1000 + i))i $((1700000000000000000 + PROBE_ROUND * 1000 + i))" \
+      >"$dir/$i.code" 2>/dev/null &
+    pids+=($!)
+  done
+  wait "${pids[@]}" 2>/dev/null || true
+  for ((i = 0; i < PROBES; i++)); do
+    code=$(cat "$dir/$i.code" 2>/dev/null || true)
+    if [ "$code" = 204 ]; then
+      PROBE_OK=$((PROBE_OK + 1))
+    elif [ "$code" = 503 ] && grep -q "$1" "$dir/$i.body"; then
+      PROBE_REFUSED=$((PROBE_REFUSED + 1))
+      PROBE_ANSWER=$(head -c 400 "$dir/$i.body")
+    else
+      PROBE_OTHER=$((PROBE_OTHER + 1))
+      log "probe answered ${code:-nothing}: $(head -c 200 "$dir/$i.body" 2>/dev/null)"
+    fi
+  done
+  PROBES_ACKED=$((PROBES_ACKED + PROBE_OK))
+  PROBES_UNKNOWN=$((PROBES_UNKNOWN + PROBE_OTHER))
+}
+# The probe points stored (the router returns one count per shard).
+probe_stored() {
+  curl -s -m 30 -G "$ROUTER/api/v1/sql?db=$PROBE_DB" --data-urlencode 'q=SELECT count() AS n FROM probe FINAL' |
+    python3 -c 'import json,sys; print(sum(int(r["n"]) for r in json.load(sys.stdin)))' 2>/dev/null || echo unknown
+}
+
+# --- 6. WAL disk full --------------------------------------------------------
+if [ "$FAULTS_DISK_OK" = 1 ]; then
+  V=1
+  for k in 1 2; do
+    l=$(leaders_of "$k")
+    if ((l > 0 && l < SHARDS)); then V=$k; break; fi
+  done
+  leads=$(leaders_of "$V")
+  log "== 6 WAL disk full on node $V (leads $leads of $SHARDS shards): ballast leaves ${WAL_LEAVE_MB} MiB < the 64 MiB reserve"
+  load_start wal_disk_full
+  ok=1
+  sleep "$SETTLE"
+  pid_before=$(sh_pid_of "node-$V")
+  faults_disk_fill "$V" wal "$WAL_LEAVE_MB"
+  full_at=$(acked_lines)
+  t_full=$SECONDS
+  PROBE_ANSWER=""
+  probe_round "WAL disk full on node $V"
+  full_ok=$PROBE_OK
+  full_refused=$PROBE_REFUSED
+  log "probes while full: $PROBE_OK committed, $PROBE_REFUSED refused, $PROBE_OTHER other; refusal: $PROBE_ANSWER"
+  full_metric=$(faults_node_metric "$V" shardhouse_wal_disk_full)
+  if ((leads > 0)) && ((PROBE_REFUSED == 0)); then
+    log "node $V leads $leads shard(s) yet no probe was refused with 'WAL disk full on node $V'"; ok=0
+  fi
+  if ((leads < SHARDS)) && ((PROBE_OK == 0)); then
+    log "no probe was committed by the other replicas while node $V's WAL disk was full"; ok=0
+  fi
+  [ "$full_metric" = 1 ] || { log "shardhouse_wal_disk_full on node $V is '$full_metric', want 1"; ok=0; }
+  sleep $((FULL_SECS - (SECONDS - t_full) > 0 ? FULL_SECS - (SECONDS - t_full) : 0))
+  acked_while_full=$(($(acked_lines) - full_at))
+  faults_disk_free "$V" wal
+  t_freed=$(date +%s%3N)
+  # Space is back: the same process takes every probe again.
+  deadline=$((SECONDS + 30))
+  while :; do
+    probe_round "WAL disk full"
+    ((PROBE_OK == PROBES)) && break
+    ((SECONDS < deadline)) || { log "probes still refused 30 s after the ballast went"; ok=0; break; }
+    sleep 0.5
+  done
+  recovered_ms=$(($(date +%s%3N) - t_freed))
+  [ "$(sh_pid_of "node-$V")" = "$pid_before" ] && sh_alive "node-$V" ||
+    { log "node $V restarted or died"; ok=0; }
+  after_metric=$(faults_node_metric "$V" shardhouse_wal_disk_full)
+  [ "$after_metric" = 0 ] || { log "shardhouse_wal_disk_full on node $V stays '$after_metric'"; ok=0; }
+  expect_progress "$(acked_lines)" "WAL disk freed" || ok=0
+  sleep "$SETTLE"
+  # Every acknowledged probe is stored and a refused one is not; an
+  # unknown outcome may be either.
+  stored=$(probe_stored)
+  if ! [[ "$stored" =~ ^[0-9]+$ ]] || ((stored < PROBES_ACKED || stored > PROBES_ACKED + PROBES_UNKNOWN)); then
+    log "probe points stored: $stored, acknowledged: $PROBES_ACKED, unknown outcome: $PROBES_UNKNOWN"; ok=0
+  fi
+  scenario_end wal_disk_full "$ok" 1 "node=$V leads=$leads probes_while_full_committed=$full_ok probes_while_full_refused_503=$full_refused probes_acked=$PROBES_ACKED probes_unknown=$PROBES_UNKNOWN probes_stored=$stored acked_requests_while_full=$acked_while_full all_probes_taken_ms_after_free=$recovered_ms"
+else
+  log "== 6 SKIPPED wal_disk_full: $FAULTS_DISK_WHY"
+fi
+
+# --- 7. Engine disk full ----------------------------------------------------
+if [ "$FAULTS_DISK_OK" = 1 ]; then
+  E=2
+  log "== 7 engine disk full on node $E: its flushes fail, the WAL keeps the rows"
+  load_start engine_disk_full
+  ok=1
+  sleep "$SETTLE"
+  faults_disk_fill "$E" engine 0
+  t_full=$SECONDS
+  health=""
+  deadline=$((SECONDS + 30))
+  until grep -q '"fail"' <<<"$health" && grep -q 'flush' <<<"$health"; do
+    ((SECONDS < deadline)) || { log "node $E's /health never reported the failing flush: $health"; ok=0; break; }
+    sleep 0.5
+    health=$(curl -s -m 5 "http://127.0.0.1:$(sh_node_http_port "$E")/health" || true)
+  done
+  reported_s=$((SECONDS - t_full))
+  failing=$(faults_node_metric "$E" shardhouse_engine_flush_failing_shards)
+  log "node $E /health after ${reported_s}s: $(python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["status"], "|", d["checks"][0]["name"], "|", d["checks"][0]["message"][:200])' <<<"$health" 2>/dev/null || echo "$health")"
+  [[ "${failing:-0}" =~ ^[1-9] ]] || { log "shardhouse_engine_flush_failing_shards on node $E is '$failing'"; ok=0; }
+  before=$(acked_lines)
+  sleep "$FULL_SECS"
+  expect_progress "$before" "writes while node $E's engine disk is full" || ok=0
+  faults_disk_free "$E" engine
+  t_freed=$SECONDS
+  deadline=$((SECONDS + 90))
+  until [ "$(faults_node_metric "$E" shardhouse_engine_flush_failing_shards)" = 0 ]; do
+    ((SECONDS < deadline)) || { log "node $E's flushes still fail 90 s after space returned"; ok=0; break; }
+    sleep 0.5
+  done
+  flushing_again_s=$((SECONDS - t_freed))
+  sh_alive "node-$E" || { log "node $E died"; ok=0; }
+  scenario_end engine_disk_full "$ok" 0 "node=$E health_reported_s=$reported_s failing_shards=$failing flushes_ok_s_after_free=$flushing_again_s"
+else
+  log "== 7 SKIPPED engine_disk_full: $FAULTS_DISK_WHY"
+fi
+
+# --- 8. Corrupted WAL ---------------------------------------------------------
+C=3
+log "== 8 corrupted WAL on node $C: kill -9, damage its RocksDB files, restart"
+load_start corrupt_wal
+ok=1
+sleep "$SETTLE"
+sleep "$SETTLE" # some log and table bytes to damage
+sh_kill9 "node-$C"
+damaged=$(faults_corrupt_wal "$C" | tr '\n' ' ') || { ok=0; damaged=none; }
+log "damaged: $damaged"
+sh_start_node "$C"
+sh_wait_node "$C"
+mark=$(cat "$SH_DATA/pids/node-$C.logmark" 2>/dev/null || echo 0)
+said=$(tail -n +"$((mark + 1))" "$SH_DATA/logs/node-$C.log" | grep -m1 'WAL damaged at start' || true)
+[ -n "$said" ] || { log "node $C did not detect the damage: $(tail -n +"$((mark + 1))" "$SH_DATA/logs/node-$C.log" | grep -E 'ERROR|WARN' | tail -n 5)"; ok=0; }
+kept=$(cd "$SH_DATA/node-$C" && ls -d wal.damaged-* 2>/dev/null | head -n 1)
+[ -n "$kept" ] || { log "no wal.damaged-* kept in node-$C"; ok=0; }
+t0=$SECONDS
+deadline=$((SECONDS + 90))
+rebuilt=0
+while :; do
+  rebuilt=$(faults_node_metric "$C" shardhouse_wal_replica_rebuilds_total 'trigger="auto"')
+  rebuilt=${rebuilt%.*}
+  rebuilding=$(curl -s -m 5 "http://127.0.0.1:$(sh_node_http_port "$C")/health" | grep -c 'rebuild"' || true)
+  ((${rebuilt:-0} >= SHARDS && rebuilding == 0)) && break
+  ((SECONDS < deadline)) || { log "node $C: $rebuilt of $SHARDS replicas rebuilt, $rebuilding still rebuilding after 90 s"; ok=0; break; }
+  sleep 0.5
+done
+rebuild_s=$((SECONDS - t0))
+expect_progress "$(acked_lines)" "node $C restarted with a damaged WAL" || ok=0
+sleep "$SETTLE"
+scenario_end corrupt_wal "$ok" 0 "node=$C detected=$([ -n "$said" ] && echo yes || echo no) kept=${kept:-none} replicas_rebuilt=${rebuilt:-0} rebuilt_within_s=$rebuild_s"
+
+# --- 9. One slow replica ------------------------------------------------------
+S=3
+leads=$(leaders_of "$S")
+log "== 9 slow replica: node $S (leads $leads) restarted with WAL writes ${SLOW_DELAY_MS} ms slower"
+load_start slow_replica
+ok=1
+sleep "$SETTLE"
+h0=$(date +%s%3N)
+sleep "$SLOW_SECS"
+h1=$(date +%s%3N)
+faults_restart_node "$S" "node=$S,wal_write_delay_ms=$SLOW_DELAY_MS"
+s0=$(date +%s%3N)
+sleep "$SLOW_SECS"
+s1=$(date +%s%3N)
+leads_slow=$(leaders_of "$S")
+sum=$(faults_node_metric "$S" shardhouse_wal_append_seconds_sum)
+cnt=$(faults_node_metric "$S" shardhouse_wal_append_seconds_count)
+mean_ms=$(python3 -c 'import sys; s,c=float(sys.argv[1] or 0),float(sys.argv[2] or 0); print(round(s/c*1000) if c else 0)' "${sum:-0}" "${cnt:-0}")
+if ((mean_ms < SLOW_DELAY_MS * 9 / 10)); then
+  log "node $S's mean WAL append is ${mean_ms} ms: the delay was not on"; ok=0
+fi
+faults_restart_node "$S"
+sleep "$SETTLE"
+p95_of() { "$LT" analyze latency --ack-log "$ACKS" --window "$1-$2" | sed -n 's/.* p95_ms=\([^ ]*\).*/\1/p'; }
+p95_healthy=$(p95_of "$h0" "$h1") || true
+p95_slow=$(p95_of "$s0" "$s1") || true
+if ((leads_slow > 0)); then log "node $S led $leads_slow shard(s) while slow: its shards wait for it"; fi
+scenario_end slow_replica "$ok" 0 "node=$S delay_ms=$SLOW_DELAY_MS node_mean_append_ms=$mean_ms p95_ms_healthy=${p95_healthy:-unknown} p95_ms_slow=${p95_slow:-unknown} slow_node_leads=$leads_slow"
+
+FINAL_LINE="chaos_scenarios=$scenarios acked_points_lost=$lost_total"
+((failed_scenarios == 0)) || { log "$failed_scenarios scenario(s) failed"; exit 1; }
+[ "$lost_total" = 0 ] || exit 1
