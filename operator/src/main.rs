@@ -38,9 +38,16 @@ async fn main() -> anyhow::Result<()> {
         std::io::stdout().write_all(metrics::render().as_bytes())?;
         return Ok(());
     }
-    let client = kube::Client::try_default()
+    let config = kube::Config::infer()
         .await
         .context("no Kubernetes config: run in a pod or set KUBECONFIG")?;
+    // Every request passes a counter (shardhouse_operator_api_requests_total).
+    let client = kube::client::ClientBuilder::try_from(config)
+        .context("Kubernetes client")?
+        .with_layer(&tower::util::MapRequestLayer::new(
+            metrics::count_api_request,
+        ))
+        .build();
 
     let listener = tokio::net::TcpListener::bind(&opts.http_listen)
         .await
