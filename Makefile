@@ -13,7 +13,7 @@ export PATH := $(HOME)/go/bin:/usr/local/go/bin:$(PATH)
 
 CARGO ?= cargo
 
-.PHONY: help deps build run test lint fmt bench-engine bench-layouts bench-wal bench-frontdoor bench-e2e bench-small-writes bench-scaleout bench-planner bench-protocols bench-query chaos soak images test-k8s
+.PHONY: help deps build run test lint fmt bench-engine bench-layouts bench-wal bench-frontdoor bench-e2e bench-small-writes bench-scaleout bench-planner bench-operator-scale bench-protocols bench-query chaos soak images test-k8s
 
 help:
 	@echo "make run    - start a local cluster (etcd, nodes, router) in the foreground"
@@ -70,6 +70,11 @@ bench-scaleout: build
 # Issue 18: the shard planner over 100 nodes and 4,096 shards.
 bench-planner: deps
 	$(CARGO) bench -p shardhouse-operator --bench bench-planner
+
+# The operator reconciling a 100-node ShardhouseCluster on a real API server
+# with kwok fake Nodes (docs/benchmarks.md); ~5 minutes.
+bench-operator-scale: deps
+	@scripts/bench-operator-scale.sh
 
 bench-protocols: build
 	@scripts/bench-protocols.sh
