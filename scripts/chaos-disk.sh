@@ -7,11 +7,17 @@
 #
 #   6. wal_disk_full: node V's WAL directory is a size-limited tmpfs (V is
 #      node 1 or 2, whichever leads some shards but not all); a ballast file
-#      leaves less than the 64 MiB reserve. One-line probe writes through
-#      the router (one shard each): those whose shard V leads are refused
-#      with 503 `WAL disk full on node V`, the others are committed by the
-#      quorum V follows in; exactly the acknowledged probes are stored. The
-#      ballast goes and the same process takes every probe again.
+#      leaves less than the 64 MiB reserve. Node V refuses the writes of the
+#      shards it leads (`WAL disk full on node V`, counted in
+#      shardhouse_wal_writes_refused_total{reason="disk_full"}; the router
+#      retries them until the request deadline and answers 503), and
+#      shardhouse_wal_disk_full is 1. One-line probe writes through the
+#      router (one shard each): those of shards V follows in are committed
+#      by the quorum meanwhile; every acknowledged probe is stored and a
+#      refused one is not (a probe whose outcome is unknown, a timeout, may
+#      be either). The ballast goes and the same process takes every probe
+#      again. Requests of the steady load that stay refused past their
+#      retries fail (not acknowledged): allowed here, and counted.
 #   7. engine_disk_full: node 2's engine directory is a tmpfs filled to the
 #      last block: its flushes fail, /health says `shard N flush` `fail`
 #      (and shardhouse_engine_flush_failing_shards), writes go on into the
@@ -20,15 +26,19 @@
 #      log/table files overwritten; restarted, it says `WAL damaged at
 #      start`, keeps the damaged WAL as wal.damaged-<time> and its replicas
 #      are rebuilt from the leaders' snapshots (the auto rebuild counter);
-#      writes go on throughout. What is verified: every acknowledged point
-#      through the router (leaders first), plus node 3 reporting each of its
-#      replicas rebuilt and none still rebuilding. A damaged or truncated
-#      engine part is not part of this scenario.
+#      writes go on throughout; node 3 reports each of its replicas rebuilt
+#      and none still rebuilding. A damaged or truncated engine part is not
+#      part of this scenario.
 #   9. slow_replica: node 3 (a follower: it leads nothing after its restart,
 #      and leaders do not rebalance in this cluster) restarted with every WAL
 #      write batch SLOW_DELAY_MS (200) ms slower (SHARDHOUSE_TEST_FAULT_DISK);
 #      the write p95 of the load while it is slow is printed next to the p95
 #      just before; every write must be acknowledged and found.
+# Then every replica: the router reads one replica per shard, so at the end
+# every node is stopped and each node's engine is read with chDB itself
+# (python, the engine's own package): every acknowledged point of every
+# scenario on every replica, once (`replica_check ... missing=0
+# duplicated=0`; a miss counts as lost).
 #
 # 6 and 7 need root (tmpfs): elsewhere `SKIPPED <scenario>: <why>` and they
 # are not counted. Leader balancing is off on these nodes
@@ -50,7 +60,7 @@ source scripts/lib/cluster.sh
 # shellcheck source=scripts/lib/faults.sh
 source scripts/lib/faults.sh
 
-log() { echo "[chaos-disk] $*" >&2; }
+log() { echo "[chaos-disk $(date -u +%T)] $*" >&2; }
 
 SHORT=${CHAOS_SHORT:-0}
 if [ "$SHORT" = 1 ]; then
@@ -71,6 +81,7 @@ WAL_LEAVE_MB=32     # below the node's 64 MiB WAL reserve: writes refused
 export SHARDHOUSE_NODE_WAL_WRITE_BUFFER_BYTES=$((16 << 20))
 ENGINE_TMPFS_MB=512
 PROBES=24           # one-line probe writes (distinct series: every shard)
+PROBE_TIMEOUT=4     # s; a refused probe waits the router's 10 s deadline
 LT="$SH_BIN/shardhouse-loadtest"
 for b in shardhouse-node shardhouse-router shardhouse-loadtest shardhouse-ctl; do
   [ -x "$SH_BIN/$b" ] || { log "missing $SH_BIN/$b: run make build"; echo "chaos_scenarios=0 acked_points_lost=unknown"; exit 1; }
@@ -128,6 +139,7 @@ leaders_of() {
 # --- One recorded load per scenario -------------------------------------
 ACKS=""
 load_start() {
+  SCENARIO_T0=$SECONDS
   ACKS="$SH_DATA/acks-$1.log"
   rm -f "$SH_DATA/stop-load"
   "$LT" ack-load --url "$ROUTER" --ack-log "$ACKS" --measurement "disk_$1_$(date +%s)" \
@@ -168,7 +180,7 @@ scenario_end() {
   vline=$(grep -E '^verify ' "$SH_DATA/verify-$name.out" | tail -n 1) || true
   lost=$(sed -n 's/^acked_points_lost=//p' "$SH_DATA/verify-$name.out" | tail -n 1)
   dup=$(sed -n 's/.* duplicated=\([0-9]*\).*/\1/p' <<<"$vline")
-  echo "disk_scenario name=$name acked_points=${acked:-unknown} failed_writes=${failed:-unknown} lost=${lost:-unknown} duplicated=${dup:-unknown} $figures" >&2
+  echo "disk_scenario name=$name acked_points=${acked:-unknown} failed_writes=${failed:-unknown} lost=${lost:-unknown} duplicated=${dup:-unknown} $figures secs=$((SECONDS - SCENARIO_T0))" >&2
   if [ -z "$acked" ] || [ "$acked" = 0 ]; then
     log "$name: nothing acknowledged, it proves nothing"; ok=0
   fi
@@ -205,7 +217,7 @@ probe_round() {
   PROBE_OK=0; PROBE_REFUSED=0; PROBE_OTHER=0
   mkdir -p "$dir"
   for ((i = 0; i < PROBES; i++)); do
-    curl -s -m 30 -o "$dir/$i.body" -w '%{http_code}' -XPOST "$ROUTER/write?db=$PROBE_DB" \
+    curl -s -m "$PROBE_TIMEOUT" -o "$dir/$i.body" -w '%{http_code}' -XPOST "$ROUTER/write?db=$PROBE_DB" \
       --data-binary "probe,s=p$i v=$((PROBE_ROUND * 1000 + i))i $((1700000000000000000 + PROBE_ROUND * 1000 + i))" \
       >"$dir/$i.code" 2>/dev/null &
     pids+=($!)
@@ -246,6 +258,7 @@ if [ "$FAULTS_DISK_OK" = 1 ]; then
   sleep "$SETTLE"
   pid_before=$(sh_pid_of "node-$V")
   faults_disk_fill "$V" wal "$WAL_LEAVE_MB"
+  log "node $V's WAL disk filled ($(faults_disk_free_mib "$V" wal) MiB free)"
   full_at=$(acked_lines)
   t_full=$SECONDS
   PROBE_ANSWER=""
@@ -254,8 +267,13 @@ if [ "$FAULTS_DISK_OK" = 1 ]; then
   full_refused=$PROBE_REFUSED
   log "probes while full: $PROBE_OK committed, $PROBE_REFUSED refused, $PROBE_OTHER other; refusal: $PROBE_ANSWER"
   full_metric=$(faults_node_metric "$V" shardhouse_wal_disk_full)
-  if ((leads > 0)) && ((PROBE_REFUSED == 0)); then
-    log "node $V leads $leads shard(s) yet no probe was refused with 'WAL disk full on node $V'"; ok=0
+  # The node refuses with the reason (507 / RESOURCE_EXHAUSTED, counted);
+  # the router retries it until the request's deadline, so a client sees
+  # the reason only when its request was not queued behind another.
+  refused=$(faults_node_metric "$V" shardhouse_wal_writes_refused_total 'reason="disk_full"')
+  refused=${refused%.*}
+  if ((leads > 0)) && ((${refused:-0} == 0)); then
+    log "node $V leads $leads shard(s) yet refused no write as 'WAL disk full'"; ok=0
   fi
   if ((leads < SHARDS)) && ((PROBE_OK == 0)); then
     log "no probe was committed by the other replicas while node $V's WAL disk was full"; ok=0
@@ -264,6 +282,7 @@ if [ "$FAULTS_DISK_OK" = 1 ]; then
   sleep $((FULL_SECS - (SECONDS - t_full) > 0 ? FULL_SECS - (SECONDS - t_full) : 0))
   acked_while_full=$(($(acked_lines) - full_at))
   faults_disk_free "$V" wal
+  log "node $V's WAL disk freed"
   t_freed=$(date +%s%3N)
   # Space is back: the same process takes every probe again.
   deadline=$((SECONDS + 30))
@@ -286,7 +305,7 @@ if [ "$FAULTS_DISK_OK" = 1 ]; then
   if ! [[ "$stored" =~ ^[0-9]+$ ]] || ((stored < PROBES_ACKED || stored > PROBES_ACKED + PROBES_UNKNOWN)); then
     log "probe points stored: $stored, acknowledged: $PROBES_ACKED, unknown outcome: $PROBES_UNKNOWN"; ok=0
   fi
-  scenario_end wal_disk_full "$ok" 1 "node=$V leads=$leads probes_while_full_committed=$full_ok probes_while_full_refused_503=$full_refused probes_acked=$PROBES_ACKED probes_unknown=$PROBES_UNKNOWN probes_stored=$stored acked_requests_while_full=$acked_while_full all_probes_taken_ms_after_free=$recovered_ms"
+  scenario_end wal_disk_full "$ok" 1 "node=$V leads=$leads probes_while_full_committed=$full_ok node_refused_disk_full=${refused:-0} probes_while_full_503_with_reason=$full_refused probes_acked=$PROBES_ACKED probes_unknown=$PROBES_UNKNOWN probes_stored=$stored acked_requests_while_full=$acked_while_full all_probes_taken_ms_after_free=$recovered_ms"
 else
   log "== 6 SKIPPED wal_disk_full: $FAULTS_DISK_WHY"
 fi
@@ -299,6 +318,7 @@ if [ "$FAULTS_DISK_OK" = 1 ]; then
   ok=1
   sleep "$SETTLE"
   faults_disk_fill "$E" engine 0
+  log "node $E's engine disk filled ($(faults_disk_free_mib "$E" engine) MiB free)"
   t_full=$SECONDS
   health=""
   deadline=$((SECONDS + 30))
@@ -315,6 +335,7 @@ if [ "$FAULTS_DISK_OK" = 1 ]; then
   sleep "$FULL_SECS"
   expect_progress "$before" "writes while node $E's engine disk is full" || ok=0
   faults_disk_free "$E" engine
+  log "node $E's engine disk freed"
   t_freed=$SECONDS
   deadline=$((SECONDS + 90))
   until [ "$(faults_node_metric "$E" shardhouse_engine_flush_failing_shards)" = 0 ]; do
@@ -334,7 +355,6 @@ log "== 8 corrupted WAL on node $C: kill -9, damage its RocksDB files, restart"
 load_start corrupt_wal
 ok=1
 sleep "$SETTLE"
-sleep "$SETTLE" # some log and table bytes to damage
 sh_kill9 "node-$C"
 damaged=$(faults_corrupt_wal "$C" | tr '\n' ' ') || { ok=0; damaged=none; }
 log "damaged: $damaged"
@@ -389,6 +409,62 @@ p95_healthy=$(p95_of "$h0" "$h1") || true
 p95_slow=$(p95_of "$s0" "$s1") || true
 if ((leads_slow > 0)); then log "node $S led $leads_slow shard(s) while slow: its shards wait for it"; fi
 scenario_end slow_replica "$ok" 0 "node=$S delay_ms=$SLOW_DELAY_MS node_mean_append_ms=$mean_ms p95_ms_healthy=${p95_healthy:-unknown} p95_ms_slow=${p95_slow:-unknown} slow_node_leads=$leads_slow"
+
+# --- Every replica, read offline ----------------------------------------
+# The router reads one replica per shard (the leader). Here every node is
+# stopped (a clean stop flushes its engine) and each node's engine is
+# opened with chDB itself: every acknowledged point of every scenario must
+# be on every replica, once.
+log "every replica: nodes stopped, each engine read with chDB"
+sh_stop router
+for k in 3 2 1; do sh_stop "node-$k"; done
+set +e
+PYTHONPATH="$SHARDHOUSE_CHDB_DIR" python3 - "$SH_DATA" 1 2 3 >"$SH_DATA/replicas.out" 2>"$SH_DATA/logs/replicas.log" <<'PY'
+import glob, os, sys
+from chdb import session
+
+data, nodes = sys.argv[1], sys.argv[2:]
+want = {}  # measurement -> acknowledged seqs (ack log: `first count ...`)
+for path in sorted(glob.glob(os.path.join(data, "acks-*.log"))):
+    meas, acked = None, set()
+    for line in open(path):
+        if line.startswith("#"):
+            for part in line[1:].split():
+                if part.startswith("measurement="):
+                    meas = part.split("=", 1)[1]
+            continue
+        f = line.split()
+        if len(f) >= 2:
+            acked.update(range(int(f[0]), int(f[0]) + int(f[1])))
+    want[meas] = acked
+missing_all = dup_all = 0
+for k in nodes:
+    s = session.Session(os.path.join(data, f"node-{k}", "engine"))
+    for meas, acked in want.items():
+        q = f"SELECT database FROM system.tables WHERE name = '{meas}' AND match(database, '^shard_[0-9]+_')"
+        got = []
+        for db in s.query(q, "TSV").bytes().decode().split():
+            got += [int(x) for x in s.query(f"SELECT toInt64(v) FROM `{db}`.`{meas}` FINAL", "TSV").bytes().decode().split()]
+        missing, dup = len(acked - set(got)), len(got) - len(set(got))
+        print(f"replica node={k} measurement={meas} acked={len(acked)} stored={len(got)} missing={missing} duplicated={dup}")
+        missing_all, dup_all = missing_all + missing, dup_all + dup
+    s.close()
+print(f"replica_check nodes={len(nodes)} measurements={len(want)} missing={missing_all} duplicated={dup_all}")
+PY
+set -e
+cat "$SH_DATA/replicas.out" >&2
+rline=$(grep -E '^replica_check ' "$SH_DATA/replicas.out" || true)
+r_missing=$(sed -n 's/.* missing=\([0-9]*\).*/\1/p' <<<"$rline")
+r_dup=$(sed -n 's/.* duplicated=\([0-9]*\).*/\1/p' <<<"$rline")
+if [ -z "$r_missing" ] || [ -z "$r_dup" ]; then
+  tail -n 20 "$SH_DATA/logs/replicas.log" >&2
+  log "the replica check did not run"
+  failed_scenarios=$((failed_scenarios + 1))
+elif ((r_missing + r_dup > 0)); then
+  log "acknowledged points missing or doubled on a replica"
+  failed_scenarios=$((failed_scenarios + 1))
+  [[ "$lost_total" =~ ^[0-9]+$ ]] && lost_total=$((lost_total + r_missing + r_dup))
+fi
 
 FINAL_LINE="chaos_scenarios=$scenarios acked_points_lost=$lost_total"
 ((failed_scenarios == 0)) || { log "$failed_scenarios scenario(s) failed"; exit 1; }
