@@ -2,15 +2,23 @@
 # `make soak` (not part of `make test`): a local RF=3 cluster under steady
 # load at 70% of the sustainable RF=3 rate for SOAK_MINUTES (30), with a
 # fault every SOAK_FAULT_SECS (120), in turn:
-#   kill -9 a node (restarted after 5 s), kill -9 the router, partition a
-#   node for 20 s (root + iptables + cgroup v2; skipped otherwise), stop and
-#   start every node, rebalance (node 4 joins and shards move onto it; the
-#   next time it is drained), a slow node (SIGSTOP/SIGCONT bursts, 20 s).
+#   kill -9 a node (restarted after 5 s); rebalance (node 4 joins and
+#   shards move onto it; the next time it is drained); WAL disk full (a
+#   node's WAL moved onto a size-limited tmpfs, filled to below the node's
+#   64 MiB reserve for 20 s, freed, moved back; root only, skipped
+#   otherwise); kill -9 the router; partition a node for 20 s (root +
+#   iptables + cgroup v2; skipped otherwise); slow WAL disk (a node
+#   restarted with SHARDHOUSE_TEST_FAULT_DISK wal_write_delay_ms=200 for
+#   20 s, then restarted healthy); stop and start every node; a slow node
+#   (SIGSTOP/SIGCONT bursts, 20 s). Disk faults from scripts/lib/faults.sh
+#   (shared with scripts/chaos-disk.sh).
 # Every acknowledged write is recorded (shardhouse-loadtest ack-load) and
-# found afterwards; the RSS of every process is sampled every
-# SOAK_SAMPLE_SECS (10) from /proc and its least-squares slope printed
-# (`shardhouse-loadtest analyze rss-slope`; restarts are separate
-# incarnations, the first SOAK_WARMUP_SECS (120) of each left out).
+# found afterwards (`verify`: per-request counts and sums through
+# /api/v1/sql, then FINAL on the requests not found whole); the RSS of
+# every process is sampled every SOAK_SAMPLE_SECS (10) from /proc and its
+# least-squares slope printed (`shardhouse-loadtest analyze rss-slope`;
+# restarts are separate incarnations, the first SOAK_WARMUP_SECS (120) of
+# each left out).
 #
 # Last lines:
 #   rss_slope_mb_per_hour node-1=<x> ... (and stderr, mean, flat verdict)
@@ -19,9 +27,11 @@
 # failed.
 #
 # Knobs: SOAK_MINUTES, SOAK_FAULT_SECS, RATE (req/s), BATCH (points per
-# request; default 28 x 10,000 = 280k points/s, 70% of the ~400k RF=3
-# sustains on a 2-core machine, docs/benchmarks.md), SHARDS (6),
-# SOAK_SAMPLE_SECS, SOAK_WARMUP_SECS, KEEP_DATA=1, SHARDHOUSE_DATA.
+# request; default 14 x 10,000 = 140k points/s: 70% of the 199,875 points/s
+# RF=3 sustained on this 2-core machine in the last same-session bench-e2e,
+# docs/benchmarks.md "Storage layout 2: same-session e2e"), SHARDS (6),
+# SOAK_SAMPLE_SECS, SOAK_WARMUP_SECS, SOAK_FAULTS (the rotation, space
+# separated), VERIFY_WAIT_SECS (180), KEEP_DATA=1, SHARDHOUSE_DATA.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib/cluster.sh
@@ -33,7 +43,7 @@ log() { echo "[soak $(date -u +%T)] $*" >&2; }
 
 MINUTES=${SOAK_MINUTES:-30}
 FAULT_SECS=${SOAK_FAULT_SECS:-120}
-RATE=${RATE:-28}
+RATE=${RATE:-14}
 BATCH=${BATCH:-10000}
 SHARDS=${SHARDS:-6}
 SAMPLE_SECS=${SOAK_SAMPLE_SECS:-10}
@@ -41,6 +51,8 @@ WARMUP_SECS=${SOAK_WARMUP_SECS:-120}
 DOWN=5
 PARTITION_SECS=20
 SLOW_SECS=20
+FULL_SECS=20
+VERIFY_WAIT_SECS=${VERIFY_WAIT_SECS:-180}
 LT="$SH_BIN/shardhouse-loadtest"
 sh_require_bins shardhouse-node shardhouse-router shardhouse-loadtest shardhouse-ctl
 CTL=("$SH_BIN/shardhouse-ctl")
@@ -58,6 +70,7 @@ if ((free_gb < need_gb)); then
   exit 1
 fi
 faults_partition_setup
+faults_disk_setup
 
 LOAD_PID=""
 SAMPLER_PID=""
@@ -120,6 +133,21 @@ pick_victim() {
 FAULT_LOG="$SH_DATA/faults.log"
 : >"$FAULT_LOG"
 WINDOWS=()
+
+# wal_to_disk K: node K (stopped) gets its WAL back from the tmpfs of the
+# wal-full fault onto the data disk.
+wal_to_disk() {
+  local dir
+  dir=$(faults_disk_dir "$1" wal)
+  mountpoint -q "$dir" || return 0
+  rm -rf "$dir.disk"
+  mkdir "$dir.disk"
+  cp -a "$dir/." "$dir.disk/"
+  rm -f "$dir.disk/ballast" "$dir.disk/ballast.tail"
+  umount "$dir" || umount -l "$dir"
+  rmdir "$dir"
+  mv "$dir.disk" "$dir"
+}
 
 fault() {
   local kind=$1 k t0 rc=0
@@ -184,6 +212,40 @@ fault() {
       log "fault: node $k slow (SIGSTOP/SIGCONT bursts) for ${SLOW_SECS}s"
       faults_slow "node-$k" "$SLOW_SECS"
       ;;
+    wal-full)
+      if [ "$FAULTS_DISK_OK" != 1 ]; then
+        log "fault: WAL disk full SKIPPED ($FAULTS_DISK_WHY)"
+        return 0
+      fi
+      pick_victim
+      local dir mib
+      dir=$(faults_disk_dir "$k" wal)
+      sh_stop "node-$k"
+      # Room for what the WAL holds now and ~2 minutes of log at this rate.
+      mib=$(($(du -sm "$dir" | cut -f1) + RATE * BATCH * 120 * 100 / 1048576 + 256))
+      log "fault: node $k's WAL on a ${mib} MiB tmpfs, full (32 MiB left, reserve 64) for ${FULL_SECS}s, then freed and moved back"
+      faults_tmpfs "$k" wal "$mib" || rc=$?
+      sh_start_node "$k"
+      sh_wait_node "$k"
+      if [ "$rc" = 0 ]; then
+        faults_disk_fill "$k" wal 32
+        sleep "$FULL_SECS"
+        echo "$(date -u +%FT%TZ) wal-full node-$k wal_disk_full=$(faults_node_metric "$k" shardhouse_wal_disk_full)" >>"$FAULT_LOG"
+        faults_disk_free "$k" wal
+        sleep 10
+        sh_stop "node-$k"
+        wal_to_disk "$k" || rc=$?
+        sh_start_node "$k"
+        sh_wait_node "$k"
+      fi
+      ;;
+    slow-disk)
+      pick_victim
+      log "fault: node $k's WAL disk slow (wal_write_delay_ms=200) for ${SLOW_SECS}s"
+      faults_restart_node "$k" "node=$k,wal_write_delay_ms=200"
+      sleep "$SLOW_SECS"
+      faults_restart_node "$k"
+      ;;
   esac
   WINDOWS+=(--window "$t0-$(date +%s%3N)")
   echo "$(date -u +%FT%TZ) $kind rc=$rc" >>"$FAULT_LOG"
@@ -193,7 +255,8 @@ fault() {
   fi
 }
 
-KINDS=(kill-node kill-router partition restart-all rebalance slow-node)
+# Rebalance second and ninth: node 4 joins, and is drained 8 faults later.
+read -r -a KINDS <<<"${SOAK_FAULTS:-kill-node rebalance wal-full kill-router partition slow-disk restart-all slow-node}"
 FAULT_FAILURES=0
 start=$SECONDS
 end=$((start + MINUTES * 60))
@@ -225,9 +288,12 @@ SAMPLER_PID=""
 load_line=$(grep -E '^ack_load ' "$SH_DATA/logs/ack-load.log" | tail -n 1) || true
 log "$load_line"
 
-log "verifying every acknowledged point (per request, through /api/v1/sql)"
+log "verifying every acknowledged point (per request, through /api/v1/sql; progress in $SH_DATA/logs/verify.log)"
 set +e
-"$LT" verify --url "http://$SH_ROUTER_HTTP" --ack-log "$ACKS" --wait-secs 180 >"$SH_DATA/verify.out" 2>"$SH_DATA/logs/verify.log"
+# The router answers /api/v1/sql within its 10 s request timeout; verify
+# sizes its slices to stay inside it and waits longer than that itself.
+"$LT" verify --url "http://$SH_ROUTER_HTTP" --ack-log "$ACKS" --wait-secs "$VERIFY_WAIT_SECS" \
+  --timeout-ms 20000 >"$SH_DATA/verify.out" 2>"$SH_DATA/logs/verify.log"
 vrc=$?
 set -e
 cat "$SH_DATA/verify.out" >&2
