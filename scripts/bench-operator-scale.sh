@@ -10,9 +10,10 @@
 # in etcd: a shard map of SHARDS shards (RF 3) over NODES nodes (balanced, as
 # after a finished rebalance) is written before the cluster is applied, and
 # each node registers under /shardhouse/<cluster>/nodes/ once its pod is
-# Ready. The registered addresses answer nothing:
+# placed. The registered addresses answer nothing:
 #   NODE_ADDRS=refused    127.0.0.1:<closed port>, connections fail at once
-#   NODE_ADDRS=blackhole  192.0.2.x (TEST-NET-1), connections time out
+#   NODE_ADDRS=hung       a local listener that accepts and never answers
+#                         (stuck node processes): every call waits for its timeout
 # so every step that calls a node (health scrape, shard moves) fails.
 #
 # Measured (per phase: apply -> Ready, steady state, scale NODES -> NODES+1):
@@ -58,10 +59,16 @@ done
 command -v kubectl >/dev/null || die "kubectl not on PATH"
 command -v etcdctl >/dev/null || die "etcdctl not found: apt-get install etcd-client"
 OPERATOR=$CARGO_TARGET_DIR/release/shardhouse-operator
-cargo build --release -p shardhouse-operator --bin shardhouse-operator >&2
+CTL=$CARGO_TARGET_DIR/release/shardhouse-ctl
+# Rebuilt only when a source is newer than the binary: a build waits on
+# cargo's lock while other builds run.
+if [ ! -x "$OPERATOR" ] || [ ! -x "$CTL" ] ||
+  [ -n "$(find operator/src common/src operator/Cargo.toml -newer "$OPERATOR" -print -quit)" ]; then
+  cargo build --release -p shardhouse-operator --bin shardhouse-operator --bin shardhouse-ctl >&2
+fi
 
 cleanup() {
-  for p in operator kwok kube-scheduler kube-controller-manager kube-apiserver registrar; do sh_stop "$p" 5; done
+  for p in operator kwok kube-scheduler kube-controller-manager kube-apiserver registrar hung-nodes; do sh_stop "$p" 5; done
   sh_stop etcd 5
   if [ "${KEEP:-0}" = 1 ]; then log "kept $OUT"; else rm -rf "$OUT"; fi
 }
@@ -122,15 +129,18 @@ until [ "$(kubectl get --raw /readyz 2>/dev/null)" = ok ]; do
 done
 log "kube-apiserver ready on :$API_PORT"
 sh_spawn kube-controller-manager "" "$BIN/kube-controller-manager" --kubeconfig="$KUBECONFIG" \
-  --controllers=statefulset,deployment,replicaset,garbagecollector,serviceaccount,persistentvolume-binder \
+  --controllers=statefulset,deployment,replicaset,garbagecollector,serviceaccount,persistentvolume-binder,nodelifecycle \
   --leader-elect=false --secure-port=0 --service-account-private-key-file="$pki/sa.key"
 sh_spawn kube-scheduler "" "$BIN/kube-scheduler" --kubeconfig="$KUBECONFIG" \
   --leader-elect=false --bind-address=127.0.0.1 --secure-port="$(sh_free_port)"
-sh_spawn kwok "" "$BIN/kwok" --kubeconfig="$KUBECONFIG" --manage-all-nodes=false \
+# kwok's client-go (0.33) lists by watch stream, which needs etcd's
+# RequestWatchProgress (etcd >= 3.4.31; Debian's is 3.4.23): plain lists.
+sh_spawn kwok "" env KUBE_FEATURE_WatchListClient=false "$BIN/kwok" --kubeconfig="$KUBECONFIG" --manage-all-nodes=false \
   --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
   --cidr=10.0.0.0/16 --node-ip=10.0.0.1 --node-lease-duration-seconds=40
 
-# --- fake Nodes (NODES+1) and a PersistentVolume per node pod
+# --- fake Nodes (NODES+1), a PersistentVolume each (node pods' data claims)
+# The node lifecycle controller lifts the not-ready taint new Nodes get.
 fake_nodes=$((NODES + 1))
 python3 - "$fake_nodes" >"$OUT/nodes.yaml" <<'PY'
 import sys
@@ -152,25 +162,47 @@ metadata: {{name: pv-{i}}}
 spec:
   capacity: {{storage: 20Gi}}
   accessModes: [ReadWriteOnce]
+  storageClassName: kwok-local
   persistentVolumeReclaimPolicy: Delete
   hostPath: {{path: /nonexistent/kwok-{i}}}""")
+# Bound by the scheduler when it places the pod (as with local volumes), so
+# no pod waits in the scheduler's unschedulable queue for a bound claim.
+print("""---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: kwok-local}
+provisioner: kubernetes.io/no-provisioner
+volumeBindingMode: WaitForFirstConsumer""")
 PY
 kubectl apply -f "$OUT/nodes.yaml" >/dev/null
 kubectl create namespace "$NS" >/dev/null
 kubectl apply -f manifests/crds/shardhouseclusters.shardhouse.dev.yaml >/dev/null
 kubectl wait --for=condition=Established crd/shardhouseclusters.shardhouse.dev --timeout=60s >/dev/null
 deadline=$((SECONDS + 120))
-until [ "$(kubectl get nodes -l type=kwok --no-headers 2>/dev/null | grep -cw Ready)" -ge "$fake_nodes" ]; do
-  ((SECONDS < deadline)) || die "kwok did not make $fake_nodes Nodes Ready in 120 s (log: $OUT/logs/kwok.log)"
+untainted() { kubectl get nodes -l type=kwok -o jsonpath='{range .items[*]}{.spec.taints}{"\n"}{end}' | grep -c '^$'; }
+until [ "$(kubectl get nodes -l type=kwok --no-headers 2>/dev/null | grep -cw Ready)" -ge "$fake_nodes" ] &&
+  [ "$(untainted 2>/dev/null)" -ge "$fake_nodes" ]; do
+  ((SECONDS < deadline)) || die "kwok did not make $fake_nodes Nodes Ready and untainted in 120 s (log: $OUT/logs/kwok.log)"
   sleep 1
 done
-log "$fake_nodes kwok Nodes Ready"
+log "$fake_nodes kwok Nodes Ready, untainted"
 
 # --- the cluster's metadata in etcd, as the node processes would leave it
 case $NODE_ADDRS in
   refused) dead=$(sh_free_port); addr() { echo "127.0.0.1:$dead"; } ;;
-  blackhole) addr() { echo "192.0.2.$(($1 % 250 + 1)):$((8000 + $1))"; } ;;
-  *) die "NODE_ADDRS must be refused or blackhole" ;;
+  hung)
+    dead=$(sh_free_port)
+    sh_spawn hung-nodes "" python3 -c '
+import socket, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(4096)
+held = []
+while True:
+    held.append(s.accept()[0])  # accepted, never read nor answered
+    held = held[-2000:]
+' "$dead"
+    addr() { echo "127.0.0.1:$dead"; } ;;
+  *) die "NODE_ADDRS must be refused or hung" ;;
 esac
 node_info() { printf '{"node_id":%d,"grpc_addr":"%s","http_addr":"%s","cores":2}' "$1" "$(addr "$1")" "$(addr "$1")"; }
 {
@@ -188,21 +220,53 @@ json.dump({"epoch": 1, "shard_count": shards, "replication_factor": rf, "shards"
            "nodes": {str(n["node_id"]): n for n in nodes}}, sys.stdout)
 ' "$SHARDS" >"$OUT/shardmap.json"
 etcdctl put "/shardhouse/$NAME/shardmap" <"$OUT/shardmap.json" >/dev/null
-log "shard map: $SHARDS shards, RF 3, $NODES nodes ($(wc -c <"$OUT/shardmap.json") bytes)"
+# Settle it as a finished rebalance would: the project's planner
+# (shardhouse-ctl rebalance --dry-run) names the moves, applied here to the
+# JSON, until it plans none; the operator then has nothing to move.
+node_ids=$(seq -s, 1 "$NODES")
+for round in $(seq 1 50); do
+  "$CTL" --etcd "$SH_ETCD_ENDPOINT" --cluster "$NAME" rebalance --dry-run --nodes "$node_ids" >"$OUT/plan.txt"
+  grep -q '{' "$OUT/plan.txt" || break
+  ((round < 50)) || die "the planner still plans moves after 50 rounds: $OUT/plan.txt"
+  python3 -c '
+import json, sys
+m = json.load(open(sys.argv[1]))
+for line in open(sys.argv[2]):
+    if "{" not in line:
+        continue
+    mv = json.loads(line[line.index("{"):])
+    p, n = m["shards"][mv["shard"]], mv.get("node")
+    op = mv["op"]
+    if op == "add_learner": p["learners"].append(n)
+    elif op == "promote_learner": p["learners"].remove(n); p["replicas"].append(n)
+    elif op == "remove_replica":
+        p["replicas"].remove(n)
+        if p["leader_hint"] == n: p["leader_hint"] = p["replicas"][0]
+    elif op == "transfer_leader": p["leader_hint"] = mv["to"]
+    else: sys.exit(f"unknown move {line}")
+m["epoch"] += 1
+json.dump(m, open(sys.argv[1], "w"))
+' "$OUT/shardmap.json" "$OUT/plan.txt"
+  etcdctl put "/shardhouse/$NAME/shardmap" <"$OUT/shardmap.json" >/dev/null
+done
+log "shard map: $SHARDS shards, RF 3, $NODES nodes, balanced after $((round - 1)) planner rounds ($(wc -c <"$OUT/shardmap.json") bytes)"
 
-# A node registers once its pod is Ready (what the real process does on start).
+# A node registers once its pod is placed: the real process registers on
+# start, before its /ready passes (kwok makes a placed pod Ready at once).
 cat >"$OUT/registrar.sh" <<EOF
 set -u
 $(declare -f addr node_info)
 dead=${dead:-0}
 while sleep 1; do
-  kubectl -n $NS get pods -l app.kubernetes.io/component=node -o jsonpath='{range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' 2>/dev/null |
-  while read -r pod ready; do
-    [ "\$ready" = True ] || continue
+  kubectl -n $NS get pods -l app.kubernetes.io/component=node -o jsonpath='{range .items[*]}{.metadata.name} {.spec.nodeName}{"\n"}{end}' 2>/dev/null |
+  while read -r pod placed; do
+    [ -n "\$placed" ] || continue
     id=\$(( \${pod##*-} + 1 ))
     [ -e "$OUT/registered.\$id" ] && continue
-    node_info "\$id" | etcdctl put "/shardhouse/$NAME/nodes/\$id" >/dev/null && date +%s.%N >"$OUT/registered.\$id"
+    # in parallel, as node processes register on their own
+    { node_info "\$id" | etcdctl put "/shardhouse/$NAME/nodes/\$id" >/dev/null && date +%s.%N >"$OUT/registered.\$id"; } &
   done
+  wait
 done
 EOF
 sh_spawn registrar "" bash "$OUT/registrar.sh"
@@ -228,7 +292,7 @@ metadata: {name: $NAME, namespace: $NS}
 spec:
   shardCount: $SHARDS
   replicationFactor: 3
-  nodes: {replicas: $NODES}
+  nodes: {replicas: $NODES, storage: {storageClassName: kwok-local}}
   etcd: {endpoints: ["$SH_ETCD_ENDPOINT"]}
 EOF
 deadline=$((SECONDS + 600))
@@ -283,7 +347,9 @@ for line in open(f"{out}/logs/operator.log", errors="replace"):
 audit = []
 for line in open(f"{out}/audit.log"):
     e = json.loads(line)
-    if e.get("user", {}).get("username") != "shardhouse-operator" or e.get("stage") != "ResponseComplete":
+    # watches complete when they end (minutes later): not a reconcile's
+    if e.get("user", {}).get("username") != "shardhouse-operator" or e.get("stage") != "ResponseComplete" \
+            or e["verb"] == "watch":
         continue
     audit.append((ts(e["requestReceivedTimestamp"]), e["verb"], e["objectRef"].get("resource", ""), e["objectRef"].get("subresource", "")))
 def pct(xs, p):
