@@ -93,18 +93,10 @@ faults_disk_setup
 LOAD_PID=""
 cleanup() {
   local rc=$?
-  if [ -n "$LOAD_PID" ] && kill -0 "$LOAD_PID" 2>/dev/null; then
-    kill -TERM "$LOAD_PID" 2>/dev/null || true
-    wait "$LOAD_PID" 2>/dev/null || true
-  fi
+  faults_stop_pids "$LOAD_PID"
   [ -n "${SH_DATA:-}" ] && sh_stop_all
-  # Unmounts every tmpfs (the nodes have exited).
-  faults_cleanup
-  if [ "${KEEP_DATA:-0}" != 1 ] && [ -z "${SHARDHOUSE_DATA:-}" ] && [ "$rc" = 0 ]; then
-    rm -rf "$DATA"
-  else
-    log "data and logs kept in $DATA"
-  fi
+  # Unmounts every tmpfs (the nodes have exited); a kept run keeps copies.
+  faults_finish "$rc" "$DATA"
   echo "$FINAL_LINE"
   exit "$rc"
 }
@@ -147,19 +139,8 @@ load_start() {
     --timeout-ms 10000 --retries 8 >"$SH_DATA/logs/ack-load-$1.log" 2>&1 &
   LOAD_PID=$!
 }
-acked_lines() {
-  local n
-  n=$(grep -vc '^#' "$ACKS" 2>/dev/null) || true
-  echo "${n:-0}"
-}
-# expect_progress BEFORE WHAT: a write acknowledged after BEFORE within 60 s.
-expect_progress() {
-  local before=$1 deadline=$((SECONDS + 60))
-  while (($(acked_lines) <= before)); do
-    ((SECONDS < deadline)) || { log "no write acknowledged within 60 s: $2"; return 1; }
-    sleep 0.5
-  done
-}
+acked_lines() { faults_acked_requests "$ACKS"; }
+expect_progress() { faults_expect_progress "$ACKS" "$@"; }
 
 scenarios=0
 lost_total=0

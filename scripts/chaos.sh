@@ -60,21 +60,11 @@ faults_partition_setup
 LOAD_PID=""
 RB_LOAD_PID=""
 cleanup() {
-  local rc=$? p
+  local rc=$?
   faults_heal
-  for p in "$LOAD_PID" "$RB_LOAD_PID"; do
-    if [ -n "$p" ] && kill -0 "$p" 2>/dev/null; then
-      kill -TERM "$p" 2>/dev/null || true
-      wait "$p" 2>/dev/null || true
-    fi
-  done
+  faults_stop_pids "$LOAD_PID" "$RB_LOAD_PID"
   [ -n "${SH_DATA:-}" ] && sh_stop_all
-  faults_cleanup
-  if [ "${KEEP_DATA:-0}" != 1 ] && [ -z "${SHARDHOUSE_DATA:-}" ] && [ "$rc" = 0 ]; then
-    rm -rf "$DATA"
-  else
-    log "data and logs kept in $DATA"
-  fi
+  faults_finish "$rc" "$DATA"
   # The summary is always the last line, after any cleanup messages.
   echo "$FINAL_LINE"
   exit "$rc"
@@ -101,20 +91,11 @@ log "steady load: $RATE req/s x $BATCH points into $MEAS, acks in $ACKS"
   --timeout-ms 5000 >"$SH_DATA/logs/ack-load.log" 2>&1 &
 LOAD_PID=$!
 
-acked_lines() {
-  local n
-  n=$(grep -vc '^#' "$ACKS" 2>/dev/null) || true
-  echo "${n:-0}"
-}
-# Each scenario must be followed by acknowledged writes again, or the
-# cluster did not recover (and "nothing lost" would mean little).
+acked_lines() { faults_acked_requests "$ACKS"; }
+# Each scenario must be followed by acknowledged writes again.
 expect_progress() {
-  local before=$1 what=$2 deadline=$((SECONDS + 60))
-  while (($(acked_lines) <= before)); do
-    ((SECONDS < deadline)) || { log "no write acknowledged within 60 s after: $what"; return 1; }
-    sleep 1
-  done
-  log "writes acknowledged again after: $what ($(acked_lines) acked requests so far)"
+  faults_expect_progress "$ACKS" "$1" "$2" || return 1
+  log "writes acknowledged again after: $2 ($(acked_lines) acked requests so far)"
 }
 
 scenarios=0

@@ -258,13 +258,66 @@ faults_node_metric() {
     awk -v n="$2" -v l="${3:-}" 'v == "" && ($1 == n || index($1, n "{") == 1) && index($1, l) { v = $2 } END { print v }' || true
 }
 
-# Unmounts every tmpfs faults_tmpfs made (nodes stopped first).
+# Unmounts every tmpfs faults_tmpfs made (nodes stopped first); with
+# FAULTS_KEEP_TMPFS=1 their files are copied to <dir>.tmpfs first (for a
+# failed run's post-mortem: they vanish with the mount).
 faults_unmount_all() {
   local d
   for d in "${FAULTS_MOUNTS[@]}"; do
     mountpoint -q "$d" || continue
+    if [ "${FAULTS_KEEP_TMPFS:-0}" = 1 ]; then
+      rm -f "$d/ballast" "$d/ballast.tail"
+      mkdir -p "$d.tmpfs" && cp -a "$d/." "$d.tmpfs/" 2>/dev/null || true
+    fi
     umount "$d" 2>/dev/null || umount -l "$d" 2>/dev/null ||
       echo "[faults] could not unmount $d: umount it by hand" >&2
   done
   FAULTS_MOUNTS=()
+}
+
+# --- Shared by the chaos scripts' runs -----------------------------------
+
+# faults_stop_pids PID...: stops background helpers (load generators) and
+# reaps them; empty or finished ones are skipped.
+faults_stop_pids() {
+  local p
+  for p in "$@"; do
+    if [ -n "$p" ] && kill -0 "$p" 2>/dev/null; then
+      kill -TERM "$p" 2>/dev/null || true
+      wait "$p" 2>/dev/null || true
+    fi
+  done
+}
+
+# faults_finish RC DATA: once the cluster has stopped: partition rules,
+# cgroups and tmpfs mounts undone; DATA removed when RC is 0 and it was a
+# temp dir nobody asked to keep (KEEP_DATA=1, SHARDHOUSE_DATA), else kept
+# with a copy of each tmpfs (ballast left out) next to its mount point.
+faults_finish() {
+  local rc=$1 data=$2
+  if [ "${KEEP_DATA:-0}" != 1 ] && [ -z "${SHARDHOUSE_DATA:-}" ] && [ "$rc" = 0 ]; then
+    faults_cleanup
+    rm -rf "$data"
+  else
+    FAULTS_KEEP_TMPFS=1 faults_cleanup
+    echo "[faults] data and logs kept in $data" >&2
+  fi
+}
+
+# faults_acked_requests ACKS: acknowledged requests in an ack-load log.
+faults_acked_requests() {
+  local n
+  n=$(grep -vc '^#' "$1" 2>/dev/null) || true
+  echo "${n:-0}"
+}
+
+# faults_expect_progress ACKS BEFORE WHAT: a request acknowledged after the
+# first BEFORE within 60 s, or the cluster did not recover from WHAT (and
+# "nothing lost" would mean little).
+faults_expect_progress() {
+  local acks=$1 before=$2 deadline=$((SECONDS + 60))
+  while (($(faults_acked_requests "$acks") <= before)); do
+    ((SECONDS < deadline)) || { echo "[faults] no write acknowledged within 60 s after: $3" >&2; return 1; }
+    sleep 0.5
+  done
 }
