@@ -1,5 +1,6 @@
-//! The write pipeline shared by every endpoint: budget -> parse into shard
-//! batches -> Arrow IPC -> shard budgets -> forward in parallel -> ack.
+//! The write pipeline shared by every endpoint: the stages of
+//! `write_stages` (admit -> split -> reserve -> forward) chained for one
+//! request.
 
 use crate::auth::Authorizer;
 use crate::batch::{BatchSummary, RejectReason, RequestBatch};
@@ -8,13 +9,12 @@ use crate::cluster::Cluster;
 use crate::config::RouterOptions;
 use crate::error::{Error, Result};
 use crate::metrics;
+use crate::write_stages;
 use shardhouse_common::lineproto::Precision;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::Semaphore;
-use tokio::time::Instant;
-use tracing::Instrument;
 
 /// Bodies above this size are parsed with `block_in_place` so a big write
 /// does not stall other requests on the same runtime worker.
@@ -100,85 +100,45 @@ impl Router {
     where
         F: for<'b> FnOnce(&mut RequestBatch<'b>),
     {
-        shardhouse_common::names::validate_database(db)
-            .map_err(|e| Error::BadRequest(e.to_string()))?;
-        let deadline = Instant::now() + Duration::from_millis(self.options.request_timeout_ms);
-        let n = budget_bytes.clamp(1, self.options.max_inflight_bytes) as u32;
-        let _permit = self
-            .inflight
-            .clone()
-            .try_acquire_many_owned(n)
-            .map_err(|_| {
-                Error::Overloaded(
-                    "router in-flight byte budget is full".into(),
-                    self.retry_after(),
-                )
-            })?;
-        metrics::INFLIGHT_BYTES.add(i64::from(n));
-        let _inflight = scopeguard(move || metrics::INFLIGHT_BYTES.sub(i64::from(n)));
-
+        let admitted = write_stages::admit(
+            &self.options,
+            &self.inflight,
+            self.retry_after(),
+            db,
+            budget_bytes,
+        )?;
         let map = self.cluster.shard_map()?;
         let db_series = self.cardinality.db(db);
-        let parse = || {
-            let _t = metrics::PARSE_SECONDS
-                .with_label_values(&[endpoint])
-                .start_timer();
-            let mut batch = RequestBatch::new(
+        let split = || {
+            write_stages::split(
+                endpoint,
+                db,
                 map.shard_count,
                 precision,
-                now_nanos(),
                 db_series.as_deref(),
-            );
-            batch.set_timing(true);
-            fill(&mut batch);
-            metrics::SERIES_HASH_SECONDS.observe(batch.series_seconds());
-            let _b = metrics::BATCH_BUILD_SECONDS.start_timer();
-            batch.finish()
+                fill,
+            )
         };
-        let (mut batches, summary) = if budget_bytes > BLOCKING_PARSE_BYTES
+        let split = if budget_bytes > BLOCKING_PARSE_BYTES
             && tokio::runtime::Handle::current().runtime_flavor()
                 == tokio::runtime::RuntimeFlavor::MultiThread
         {
-            tokio::task::block_in_place(parse)?
+            tokio::task::block_in_place(split)?
         } else {
-            parse()?
+            split()?
         };
-        for b in &mut batches {
-            b.database = db.to_string();
-        }
-        if summary.rejected_for_cardinality > 0 {
-            metrics::REJECTED
-                .with_label_values(&["cardinality"])
-                .inc_by(summary.rejected_for_cardinality as u64);
-        }
-        let _shard_permits = self.cluster.reserve(&batches)?;
+        let reserved = write_stages::reserve(&self.cluster, split)?;
         let request_id = format!(
             "{:016x}-{}",
             self.request_prefix,
             self.request_seq.fetch_add(1, Ordering::Relaxed)
         );
-        let span =
-            tracing::debug_span!("forward", request_id = %request_id, batches = batches.len());
-        self.cluster
-            .write_all(&batches, &request_id, deadline)
-            .instrument(span)
-            .await?;
+        let summary =
+            write_stages::forward(&self.cluster, reserved, &request_id, admitted.deadline).await?;
         metrics::POINTS
             .with_label_values(&[endpoint])
             .inc_by(summary.points as u64);
+        drop(admitted);
         Ok(WriteOutcome { summary })
     }
-}
-
-/// Runs a closure on drop (keeps the in-flight gauge honest on every path).
-fn scopeguard<F: FnOnce()>(f: F) -> impl Drop {
-    struct Guard<F: FnOnce()>(Option<F>);
-    impl<F: FnOnce()> Drop for Guard<F> {
-        fn drop(&mut self) {
-            if let Some(f) = self.0.take() {
-                f();
-            }
-        }
-    }
-    Guard(Some(f))
 }

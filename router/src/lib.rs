@@ -27,6 +27,7 @@ pub mod sql_plan;
 pub mod sql_value;
 pub mod storage_admin;
 pub mod tls;
+pub mod write_stages;
 
 pub use error::{Error, Result};
 

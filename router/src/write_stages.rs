@@ -1,0 +1,164 @@
+//! The stages of a write after its endpoint decoded it, each a typed step
+//! that takes the previous step's output, so each can be run and tested on
+//! its own (InfluxDB IOx's router chained its DML handlers the same way).
+//! `ingest::Router::write` chains them:
+//!
+//! 0. decode + authorize, per endpoint (`http/write.rs`, `grpc.rs`): the
+//!    body read and decoded, the token admitted (`http::admit_write`);
+//! 1. [`admit`]: the database name checked and the request's bytes held
+//!    from the router's in-flight budget until the ack -> [`Admitted`];
+//! 2. [`split`]: every point parsed, its series hashed and its fields put in
+//!    its shard's column builders, the builders encoded as Arrow IPC ->
+//!    [`Split`]. Parse, series hash and shard split stay one pass per point
+//!    (the hot loop in `batch`): a stage is one call per request, never a
+//!    dynamic call per point;
+//! 3. [`reserve`]: the per-shard in-flight budgets, all or none ->
+//!    [`Reserved`];
+//! 4. [`forward`]: per-shard queue (coalescing), per-node queue and the
+//!    leader retry until the deadline (`cluster`, `request_path`) -> the
+//!    request's [`BatchSummary`] once every shard committed.
+
+use crate::batch::{BatchSummary, RequestBatch, ShardBatch};
+use crate::cardinality::DbSeries;
+use crate::cluster::Cluster;
+use crate::config::RouterOptions;
+use crate::error::{Error, Result};
+use crate::ingest::now_nanos;
+use crate::metrics;
+use shardhouse_common::lineproto::Precision;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+use tracing::Instrument;
+
+/// A write let in: its database name is valid and its bytes are held from
+/// the router's in-flight budget until this is dropped (after the ack).
+pub struct Admitted {
+    /// When the write answers 503 if not every shard committed.
+    pub deadline: Instant,
+    _permit: OwnedSemaphorePermit,
+    /// Bytes held (the in-flight gauge gives them back on drop).
+    held: u32,
+}
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        metrics::INFLIGHT_BYTES.sub(i64::from(self.held));
+    }
+}
+
+/// Stage 1: checks the database name and takes `budget_bytes` (the body
+/// size; a body larger than the whole budget still goes alone) from
+/// `inflight`, or answers 429 with `retry_after` at once when the budget
+/// is full.
+pub fn admit(
+    options: &RouterOptions,
+    inflight: &Arc<Semaphore>,
+    retry_after: Duration,
+    db: &str,
+    budget_bytes: usize,
+) -> Result<Admitted> {
+    shardhouse_common::names::validate_database(db)
+        .map_err(|e| Error::BadRequest(e.to_string()))?;
+    let deadline = Instant::now() + Duration::from_millis(options.request_timeout_ms);
+    let held = budget_bytes.clamp(1, options.max_inflight_bytes) as u32;
+    let permit = inflight.clone().try_acquire_many_owned(held).map_err(|_| {
+        Error::Overloaded("router in-flight byte budget is full".into(), retry_after)
+    })?;
+    metrics::INFLIGHT_BYTES.add(i64::from(held));
+    Ok(Admitted {
+        deadline,
+        _permit: permit,
+        held,
+    })
+}
+
+/// A request's points as shard batches (Arrow IPC), each naming the
+/// database, and what was accepted and rejected.
+#[derive(Debug)]
+pub struct Split {
+    pub batches: Vec<ShardBatch>,
+    pub summary: BatchSummary,
+}
+
+/// Stage 2: `fill` adds the endpoint's points to a [`RequestBatch`] over
+/// `shard_count` shards (points without a time get now); `db_series`
+/// enforces the database's series limit. CPU only: the caller decides
+/// whether it runs off the async workers.
+pub fn split<F>(
+    endpoint: &'static str,
+    db: &str,
+    shard_count: u32,
+    precision: Precision,
+    db_series: Option<&DbSeries>,
+    fill: F,
+) -> Result<Split>
+where
+    F: for<'b> FnOnce(&mut RequestBatch<'b>),
+{
+    let (mut batches, summary) = {
+        let _t = metrics::PARSE_SECONDS
+            .with_label_values(&[endpoint])
+            .start_timer();
+        let mut batch = RequestBatch::new(shard_count, precision, now_nanos(), db_series);
+        batch.set_timing(true);
+        fill(&mut batch);
+        metrics::SERIES_HASH_SECONDS.observe(batch.series_seconds());
+        let _b = metrics::BATCH_BUILD_SECONDS.start_timer();
+        batch.finish()?
+    };
+    for b in &mut batches {
+        b.database = db.to_string();
+    }
+    if summary.rejected_for_cardinality > 0 {
+        metrics::REJECTED
+            .with_label_values(&["cardinality"])
+            .inc_by(summary.rejected_for_cardinality as u64);
+    }
+    Ok(Split { batches, summary })
+}
+
+/// Shard batches whose bytes are held from their shards' budgets until
+/// this is dropped (after the ack).
+pub struct Reserved {
+    pub split: Split,
+    _shard_permits: Vec<OwnedSemaphorePermit>,
+}
+
+/// Stage 3: takes every shard's in-flight budget for its batches or none
+/// (a saturated shard answers 429 at once instead of queueing).
+pub fn reserve(cluster: &Cluster, split: Split) -> Result<Reserved> {
+    let permits = cluster.reserve(&split.batches)?;
+    Ok(Reserved {
+        split,
+        _shard_permits: permits,
+    })
+}
+
+/// Stage 4: forwards every shard's batches (one coalesced write per shard,
+/// all shards in parallel) and answers once all committed, or with the
+/// most actionable failure by `deadline`.
+pub async fn forward(
+    cluster: &Arc<Cluster>,
+    reserved: Reserved,
+    request_id: &str,
+    deadline: Instant,
+) -> Result<BatchSummary> {
+    // The shard budgets are held until every shard answered.
+    let Reserved {
+        split,
+        _shard_permits,
+    } = reserved;
+    let span =
+        tracing::debug_span!("forward", request_id = %request_id, batches = split.batches.len());
+    cluster
+        .write_all(&split.batches, request_id, deadline)
+        .instrument(span)
+        .await?;
+    Ok(split.summary)
+}
+
+#[cfg(test)]
+#[path = "write_stages_tests.rs"]
+mod tests;
