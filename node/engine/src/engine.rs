@@ -104,6 +104,9 @@ pub(crate) struct ShardState {
     pub(crate) queued: AtomicBool,
     /// Tables of this shard that failed to flush, and when to retry them.
     pub(crate) failing: Mutex<Option<crate::flush::Failing>>,
+    /// Parts of this shard's copy found damaged (damage.rs); reads are
+    /// refused until a snapshot replaces the copy.
+    pub(crate) damage: Mutex<Vec<crate::damage::DamagedPart>>,
 }
 
 impl ShardState {
@@ -121,6 +124,7 @@ impl ShardState {
             applied: AtomicU64::new(0),
             queued: AtomicBool::new(false),
             failing: Mutex::new(None),
+            damage: Mutex::new(Vec::new()),
         }
     }
 }

@@ -78,6 +78,9 @@ pub enum EngineError {
 
     #[error("the engine is shutting down; retry on another replica")]
     ShuttingDown,
+
+    #[error("shard {shard}'s data on this node is damaged ({parts}); it is refused here until the replica is rebuilt from a peer's snapshot: read from another replica (see docs/operations.md, \"A damaged engine part\")")]
+    ShardDamaged { shard: u32, parts: String },
 }
 
 /// `Result` with [`EngineError`].
@@ -115,9 +118,10 @@ impl ErrorExt for EngineError {
             | E::InvalidDatabase(_)
             | E::BadSnapshot { .. } => StatusCode::InvalidArgument,
             // May pass, or another replica serves it.
-            E::Sync { .. } | E::TableUnavailable { .. } | E::ShuttingDown => {
-                StatusCode::Unavailable
-            }
+            E::Sync { .. }
+            | E::TableUnavailable { .. }
+            | E::ShuttingDown
+            | E::ShardDamaged { .. } => StatusCode::Unavailable,
         }
     }
 }
@@ -176,6 +180,13 @@ mod tests {
                 S::Unavailable,
             ),
             (EngineError::ShuttingDown, S::Unavailable),
+            (
+                EngineError::ShardDamaged {
+                    shard: 1,
+                    parts: s("cpu part 1 (broken-on-start)"),
+                },
+                S::Unavailable,
+            ),
         ];
         for (e, code) in table {
             assert_eq!(e.status_code(), code, "{e}");

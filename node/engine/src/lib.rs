@@ -13,6 +13,7 @@ mod apply;
 mod buffer;
 pub mod catalog;
 mod columns;
+pub mod damage;
 mod ddl;
 pub mod engine;
 pub mod error;
@@ -32,6 +33,7 @@ pub mod snapshot;
 pub mod stream;
 pub mod tag_index;
 
+pub use damage::{DamagedPart, ShardDamage};
 pub use engine::{Applied, Engine, EngineConfig, FlushFailure, TableBatchRef};
 pub use error::{EngineError, Result};
 pub use ipc::{encode_points, encode_series, FieldValue, PointRow};

@@ -128,6 +128,9 @@ impl Engine {
         });
         inner.check_layout()?;
         inner.load_state()?;
+        if let Err(e) = inner.find_detached_damage() {
+            tracing::warn!(error = %e, "cannot list detached parts; damaged parts are not looked for");
+        }
         let mut threads = Vec::new();
         // Half the pool flushes; the rest stays free for snapshots and DDL,
         // and on a small machine one flush at a time leaves the other core

@@ -85,6 +85,14 @@ pub static RETENTION_PARTITIONS_DROPPED: LazyLock<IntCounter> = LazyLock::new(||
     .expect("register shardhouse_engine_retention_partitions_dropped_total")
 });
 
+pub static DAMAGED_SHARDS: LazyLock<IntGauge> = LazyLock::new(|| {
+    register_int_gauge!(
+        "shardhouse_engine_damaged_shards",
+        "Shards whose stored copy here has damaged parts (reads refused; rebuilt from a peer's snapshot; /health says which parts)"
+    )
+    .expect("register shardhouse_engine_damaged_shards")
+});
+
 /// Registers every engine metric so `/metrics` lists them (at zero) from
 /// start-up, before the first flush; dashboards and alerts query them.
 pub fn register() {
@@ -98,6 +106,7 @@ pub fn register() {
     LazyLock::force(&FLUSH_FAILURES_TOTAL);
     LazyLock::force(&UNSTORABLE_TABLES_SKIPPED);
     LazyLock::force(&RETENTION_PARTITIONS_DROPPED);
+    LazyLock::force(&DAMAGED_SHARDS);
 }
 
 #[cfg(test)]
@@ -118,6 +127,7 @@ mod tests {
             "shardhouse_engine_flush_failing_shards",
             "shardhouse_engine_flush_failures_total",
             "shardhouse_engine_unstorable_tables_skipped_total",
+            "shardhouse_engine_damaged_shards",
         ] {
             assert!(
                 names.iter().any(|n| n == want),

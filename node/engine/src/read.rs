@@ -108,6 +108,7 @@ impl Engine {
     ) -> Result<Vec<RecordBatch>> {
         let st = self.inner.shards.read().get(&shard).cloned();
         if let Some(st) = &st {
+            self.inner.refuse_damaged(st)?;
             // A flush another thread has taken the buffer for must finish
             // before we read (the flush lock); then rows still buffered are
             // flushed only if the statement reads their table, so reads of
@@ -175,6 +176,7 @@ impl Engine {
         };
         conn.use_database(&db)?;
         conn.query(formatted)
+            .map_err(|e| self.inner.read_error(shard, &db, e))
     }
 }
 

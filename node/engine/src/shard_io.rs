@@ -118,6 +118,7 @@ impl Engine {
         flush::write_flushed(&mut conn, &st.db, flushed_index)?;
         st.flushed.store(flushed_index, Ordering::Release);
         st.applied.store(flushed_index, Ordering::Release);
+        self.inner.clear_damage(&st);
         Ok(())
     }
 

@@ -38,13 +38,15 @@ async fn metrics() -> impl IntoResponse {
 /// serves (restarting would not fix a table that cannot flush), with
 /// `"status": "pass"` or `"degraded"` and one check per problem: shards
 /// whose apply is stopped at an entry that keeps failing, and shards with
-/// tables whose rows keep failing to flush. Metrics:
-/// `shardhouse_wal_apply_stalled_shards`, `shardhouse_engine_flush_failing_shards`.
+/// tables whose rows keep failing to flush, and shards whose stored engine
+/// data is damaged. Metrics: `shardhouse_wal_apply_stalled_shards`,
+/// `shardhouse_engine_flush_failing_shards`, `shardhouse_engine_damaged_shards`.
 async fn health(State(ctx): State<Arc<NodeContext>>) -> impl IntoResponse {
     let body = health_report(
         ctx.node_id,
         &ctx.wal.shard_states(),
         &ctx.engine.flush_failures(),
+        &ctx.engine.damaged_shards(),
     );
     (
         StatusCode::OK,
@@ -58,8 +60,25 @@ pub fn health_report(
     node_id: u64,
     shards: &[shardhouse_wal::ShardStatus],
     flush_failures: &[shardhouse_engine::FlushFailure],
+    damaged: &[shardhouse_engine::ShardDamage],
 ) -> serde_json::Value {
     let mut checks = Vec::new();
+    for d in damaged {
+        let status = shards.iter().find(|s| s.shard == d.shard);
+        let what = if !crate::engine_damage::has_peer(node_id, status) {
+            "no other replica holds this shard, so it cannot be rebuilt: restore it from a backup (docs/operations.md, \"A damaged engine part\")"
+        } else {
+            "the replica is rebuilt from its leader's snapshot"
+        };
+        checks.push(serde_json::json!({
+            "name": format!("shard {} engine data", d.shard),
+            "status": "fail",
+            "message": format!(
+                "stored data is damaged: {}; reads of this shard are refused here; {what}",
+                d.describe()
+            ),
+        }));
+    }
     for s in shards {
         if let Some(st) = &s.apply_stalled {
             checks.push(serde_json::json!({
@@ -214,7 +233,7 @@ mod health_tests {
 
     #[test]
     fn health_is_pass_until_a_shard_needs_attention_then_says_which_and_why() {
-        let ok = health_report(1, &[ShardStatus::default()], &[]);
+        let ok = health_report(1, &[ShardStatus::default()], &[], &[]);
         assert_eq!(ok["status"], "pass");
         assert_eq!(ok["checks"].as_array().unwrap().len(), 0);
         let stalled = ShardStatus {
@@ -233,7 +252,7 @@ mod health_tests {
             attempts: 2,
             failing_for: Duration::from_secs(9),
         };
-        let bad = health_report(1, &[stalled], &[failing]);
+        let bad = health_report(1, &[stalled], &[failing], &[]);
         assert_eq!(bad["status"], "degraded");
         let checks = bad["checks"].as_array().unwrap();
         assert_eq!(checks.len(), 2);
@@ -248,5 +267,39 @@ mod health_tests {
         ] {
             assert!(text.contains(want), "{want} missing from {text}");
         }
+    }
+
+    #[test]
+    fn a_damaged_shard_fails_health_and_says_whether_it_can_be_rebuilt() {
+        use shardhouse_engine::{DamagedPart, ShardDamage};
+        let damage = |shard| ShardDamage {
+            shard,
+            parts: vec![DamagedPart {
+                database: "shard_0002_00000000000000aa".into(),
+                table: "cpu".into(),
+                part: "broken-on-start_19700101_1_1_0".into(),
+                reason: "broken-on-start".into(),
+            }],
+        };
+        let shard = |shard, voters: Vec<u64>| ShardStatus {
+            shard,
+            voters,
+            ..ShardStatus::default()
+        };
+        let shards = [shard(2, vec![1, 2, 3]), shard(5, vec![1])];
+        let h = health_report(1, &shards, &[], &[damage(2), damage(5)]);
+        assert_eq!(h["status"], "degraded");
+        let checks = h["checks"].as_array().unwrap();
+        assert_eq!(checks.len(), 2);
+        let msg = |i: usize| checks[i]["message"].as_str().unwrap().to_string();
+        assert_eq!(checks[0]["name"], "shard 2 engine data");
+        assert_eq!(checks[0]["status"], "fail");
+        assert!(
+            msg(0).contains("broken-on-start_19700101_1_1_0"),
+            "{}",
+            msg(0)
+        );
+        assert!(msg(0).contains("rebuilt from its leader"), "{}", msg(0));
+        assert!(msg(1).contains("cannot be rebuilt"), "{}", msg(1));
     }
 }

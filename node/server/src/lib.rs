@@ -8,6 +8,7 @@ pub mod auth;
 pub mod cluster;
 pub mod context;
 pub mod directory;
+pub mod engine_damage;
 pub mod error;
 pub mod faults;
 pub mod http;

@@ -54,6 +54,10 @@ pub struct NodeOptions {
     /// rebuilt from its leader's snapshot; 0 = only by hand
     /// (`shardhouse-ctl rebuild-replica`).
     pub wal_rebuild_after_failed_applies: u32,
+    /// Hash every stored part against its checksums at start (`CHECK
+    /// TABLE`), so bytes damaged in place are found before a read trips
+    /// over them; it reads all engine data once per start.
+    pub engine_verify_parts_at_start: bool,
     /// How often the node checks whether it leads more than its fair share
     /// of shards and hands one to a replica that leads fewer; 0 = never.
     pub leader_balance_interval_ms: u64,
@@ -105,6 +109,7 @@ impl Default for NodeOptions {
             wal_poll_threads: 2,
             wal_apply_threads: 2,
             wal_rebuild_after_failed_applies: 10,
+            engine_verify_parts_at_start: true,
             leader_balance_interval_ms: 5_000,
             default_retention_secs: 0,
             retention_check_interval_ms: 60_000,
@@ -214,6 +219,9 @@ pub struct Cli {
     /// leader's snapshot; 0 = only by hand.
     #[arg(long, env = "SHARDHOUSE_NODE_WAL_REBUILD_AFTER_FAILED_APPLIES")]
     pub wal_rebuild_after_failed_applies: Option<u32>,
+    /// Verify every engine part's checksums at start (true/false).
+    #[arg(long, env = "SHARDHOUSE_NODE_ENGINE_VERIFY_PARTS_AT_START")]
+    pub engine_verify_parts_at_start: Option<bool>,
     /// How often to check for an unfair share of leaderships (ms); 0 = off.
     #[arg(long, env = "SHARDHOUSE_NODE_LEADER_BALANCE_INTERVAL_MS")]
     pub leader_balance_interval_ms: Option<u64>,
@@ -270,6 +278,7 @@ impl NodeOptions {
             wal_poll_threads,
             wal_apply_threads,
             wal_rebuild_after_failed_applies,
+            engine_verify_parts_at_start,
             leader_balance_interval_ms,
             default_retention_secs,
             retention_check_interval_ms,

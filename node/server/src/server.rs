@@ -63,10 +63,18 @@ pub async fn run(
             .then(|| Duration::from_secs(opts.default_retention_secs)),
         retention_check_interval: Duration::from_millis(opts.retention_check_interval_ms),
     };
+    let verify_parts = opts.engine_verify_parts_at_start;
     let engine = Arc::new(
         tokio::task::spawn_blocking(move || {
             crate::preload::preload_chdb(engine_cfg.chdb_dir.as_deref())?;
-            Engine::open(engine_cfg).map_err(NodeError::from)
+            let engine = Engine::open(engine_cfg).map_err(NodeError::from)?;
+            // Before the WAL opens, so no read reaches a damaged part.
+            if verify_parts {
+                if let Err(e) = engine.verify_parts() {
+                    tracing::error!(error = %e, "cannot verify the engine's parts");
+                }
+            }
+            Ok::<_, NodeError>(engine)
         })
         .await
         .map_err(|e| NodeError::Serve(e.to_string()))??,
@@ -186,6 +194,10 @@ pub async fn run(
         client.clone(),
         opts.cluster.clone(),
         me,
+    ));
+    tokio::spawn(crate::engine_damage::run(
+        Arc::clone(&ctx),
+        Duration::from_millis(500),
     ));
     if opts.leader_balance_interval_ms > 0 {
         tokio::spawn(crate::leadership::run(

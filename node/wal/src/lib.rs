@@ -444,11 +444,21 @@ impl Wal {
     /// leadership to another voter. Returns once the rebuild is under way;
     /// `ShardStatus::rebuilding` is set until the snapshot is restored.
     pub async fn rebuild_replica(&self, shard: ShardId) -> Result<()> {
+        self.rebuild_for(shard, Rebuild::Manual).await
+    }
+
+    /// [`Wal::rebuild_replica`] for a replica whose state machine found its
+    /// stored copy damaged (reported and counted as `damaged`).
+    pub async fn rebuild_damaged_replica(&self, shard: ShardId) -> Result<()> {
+        self.rebuild_for(shard, Rebuild::Damaged).await
+    }
+
+    async fn rebuild_for(&self, shard: ShardId, why: Rebuild) -> Result<()> {
         self.check_open()?;
         let h = self.handle(shard)?;
         let (tx, rx) = oneshot::channel();
         self.inner.poll_txs[h.poll_idx]
-            .send(PollMsg::Rebuild { shard, tx })
+            .send(PollMsg::Rebuild { shard, why, tx })
             .map_err(|_| WalError::Shutdown)?;
         rx.await.map_err(|_| WalError::Shutdown)?
     }

@@ -100,7 +100,7 @@ pub static RESTORE_FAILURES: LazyLock<IntCounter> = LazyLock::new(|| {
 pub static REPLICA_REBUILDS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     register_int_counter_vec!(
         "shardhouse_wal_replica_rebuilds_total",
-        "Replicas asked to be rebuilt from a peer's snapshot, by trigger (auto: apply stuck past the bound; manual: shardhouse-ctl)",
+        "Replicas asked to be rebuilt from a peer's snapshot, by trigger (auto: apply stuck past the bound; manual: shardhouse-ctl; damaged: the engine found its stored copy damaged)",
         &["trigger"]
     )
     .expect("register shardhouse_wal_replica_rebuilds_total")

@@ -57,6 +57,9 @@ pub enum Rebuild {
     Automatic,
     /// [`Wal::rebuild_replica`](crate::Wal::rebuild_replica) (shardhouse-ctl).
     Manual,
+    /// Its state machine's stored copy was found damaged
+    /// ([`Wal::rebuild_damaged_replica`](crate::Wal::rebuild_damaged_replica)).
+    Damaged,
 }
 
 impl Rebuild {
@@ -64,6 +67,7 @@ impl Rebuild {
         match self {
             Rebuild::Automatic => "auto",
             Rebuild::Manual => "manual",
+            Rebuild::Damaged => "damaged",
         }
     }
 }

@@ -63,6 +63,7 @@ pub enum PollMsg {
     /// Rebuild this replica from its leader's snapshot.
     Rebuild {
         shard: ShardId,
+        why: Rebuild,
         tx: oneshot::Sender<Result<()>>,
     },
     /// A manual clock moved: wakes the thread to tick.
@@ -246,10 +247,10 @@ impl Poller {
                     p.restored(index);
                 }
             }
-            PollMsg::Rebuild { shard, tx } => {
+            PollMsg::Rebuild { shard, why, tx } => {
                 let r = match self.peers.get_mut(&shard) {
                     Some(p) => {
-                        p.want_rebuild(Rebuild::Manual);
+                        p.want_rebuild(why);
                         *p.handle.status.lock() = p.status();
                         Ok(())
                     }
