@@ -148,29 +148,43 @@ async fn scrape_points_total(http: &reqwest::Client, addr: &str) -> Option<f64> 
         .flatten()
 }
 
+/// How long one node's `/health` may take.
+const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Nodes asked at once. One after another, 100 registered nodes that
+/// accept connections and never answer held every reconcile for 100 x 2 s
+/// (`make bench-operator-scale NODE_ADDRS=hung`); 64 at once bound it to
+/// 2 s per 64 nodes.
+const HEALTH_SCRAPES_AT_ONCE: usize = 64;
+
 /// What every live node's `/health` says about its replicas (stuck
-/// applies, rebuilds); a node that does not answer adds nothing (etcd
-/// liveness covers it).
+/// applies, rebuilds), in node order; a node that does not answer adds
+/// nothing (etcd liveness covers it).
 pub(super) async fn replica_problems(
     http: &reqwest::Client,
     live: &BTreeMap<u64, shardhouse_common::shard_map::NodeInfo>,
 ) -> Vec<String> {
-    let mut out = Vec::new();
-    for (id, n) in live {
-        let fut = async {
-            http.get(format!("http://{}/health", n.http_addr))
-                .send()
-                .await
-                .ok()?
-                .text()
-                .await
-                .ok()
-        };
-        if let Ok(Some(body)) = tokio::time::timeout(Duration::from_secs(2), fut).await {
-            out.extend(health_problems(*id, &body));
-        }
-    }
-    out
+    use futures::stream::{self, StreamExt};
+    // Owned inputs per future: futures borrowing `live` are not `Send`
+    // for every lifetime, which the controller's task requires.
+    let asks: Vec<_> = live
+        .iter()
+        .map(|(&id, n)| {
+            let (http, url) = (http.clone(), format!("http://{}/health", n.http_addr));
+            async move {
+                let fut = async { http.get(url).send().await.ok()?.text().await.ok() };
+                match tokio::time::timeout(HEALTH_TIMEOUT, fut).await {
+                    Ok(Some(body)) => health_problems(id, &body),
+                    _ => Vec::new(),
+                }
+            }
+        })
+        .collect();
+    let per_node: Vec<Vec<String>> = stream::iter(asks)
+        .buffered(HEALTH_SCRAPES_AT_ONCE)
+        .collect()
+        .await;
+    per_node.concat()
 }
 
 /// The replica checks of one node's `/health` document, as
@@ -281,6 +295,46 @@ mod tests {
         );
         tokio::spawn(async move { axum::serve(listener, app).await });
         addr
+    }
+
+    #[tokio::test]
+    async fn stuck_nodes_cost_one_health_timeout_not_one_each() {
+        // Accepts connections and never answers: a stuck node process.
+        let stuck = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let stuck_addr = stuck.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((conn, _)) = stuck.accept().await {
+                held.push(conn);
+            }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let healthy_addr = listener.local_addr().unwrap().to_string();
+        let body = r#"{"checks":[{"name":"shard 7 apply","message":"apply stopped at index 3"}]}"#;
+        let app =
+            axum::Router::new().route("/health", axum::routing::get(move || async move { body }));
+        tokio::spawn(async move { axum::serve(listener, app).await });
+
+        let node = |id: u64, addr: &str| NodeInfo {
+            node_id: id,
+            grpc_addr: String::new(),
+            http_addr: addr.to_string(),
+            cores: 1,
+        };
+        let mut live: BTreeMap<u64, NodeInfo> =
+            (1..=10).map(|id| (id, node(id, &stuck_addr))).collect();
+        live.insert(11, node(11, &healthy_addr));
+        let started = Instant::now();
+        let problems = replica_problems(&reqwest::Client::new(), &live).await;
+        let took = started.elapsed();
+        assert_eq!(
+            problems,
+            ["node 11: shard 7 apply: apply stopped at index 3"]
+        );
+        assert!(
+            took < HEALTH_TIMEOUT * 2,
+            "10 stuck nodes took {took:?}: asked one after another?"
+        );
     }
 
     #[tokio::test]
