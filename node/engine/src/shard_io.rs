@@ -20,6 +20,8 @@ impl Engine {
     /// and its retention travel too.
     pub fn export_shard(&self, shard: u32) -> Result<(u64, Vec<u8>)> {
         let st = self.inner.shard_state(shard);
+        // A damaged copy must not seed another replica.
+        self.inner.refuse_damaged(&st)?;
         self.inner.flush_shard(&st, true)?;
         let _g = st.flush_lock.lock();
         let index = st.flushed.load(Ordering::Acquire);

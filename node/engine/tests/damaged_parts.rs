@@ -129,6 +129,11 @@ fn reader(dir: &Path, mode: &str, part: &str) {
         other => panic!("unknown mode {other}"),
     }
     assert_eq!(count(&e, HEALTHY).unwrap(), all, "the other shard serves");
+    let export = e.export_shard(DAMAGED);
+    assert!(
+        matches!(export, Err(EngineError::ShardDamaged { .. })),
+        "a damaged copy must not seed another replica"
+    );
     let snap = std::fs::read(dir.join("snapshot")).unwrap();
     e.import_shard(DAMAGED, ENTRIES, &snap).unwrap();
     assert!(e.damaged_shards().is_empty(), "the snapshot replaced it");
