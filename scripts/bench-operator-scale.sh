@@ -47,10 +47,10 @@ BIN=$CACHE/bin
 NS=bench
 NAME=scale
 
-# --- tools: kwok (deps.d/kwok.sh), the control plane (deps.d/kube.sh), the
+# --- tools: kwok (bench-deps/kwok.sh), the control plane (deps.d/kube.sh), the
 # scheduler (scripts/k8s/deps.sh builds it with the kubelet).
-bash scripts/deps.d/kwok.sh
-[ -x "$BIN/kwok" ] || die "kwok not installed: $(cat "$BIN/.kwok.skipped" 2>/dev/null || echo 'run scripts/deps.d/kwok.sh')"
+bash scripts/bench-deps/kwok.sh
+[ -x "$BIN/kwok" ] || die "kwok not installed: $(cat "$BIN/.kwok.skipped" 2>/dev/null || echo 'run scripts/bench-deps/kwok.sh')"
 [ -x "$BIN/kube-apiserver" ] || bash scripts/deps.d/kube.sh
 [ -x "$BIN/kube-scheduler" ] || bash scripts/k8s/deps.sh
 for b in kube-apiserver kube-controller-manager kube-scheduler; do
