@@ -27,8 +27,11 @@
 #      start`, keeps the damaged WAL as wal.damaged-<time> and its replicas
 #      are rebuilt from the leaders' snapshots (the auto rebuild counter);
 #      writes go on throughout; node 3 reports each of its replicas rebuilt
-#      and none still rebuilding. A damaged or truncated engine part is not
-#      part of this scenario.
+#      and none still rebuilding. Then the engine: node 1 killed -9, one
+#      column file of a flushed part of this scenario's measurement cut to
+#      half (a lost tail); restarted, it must name the part (`engine part
+#      damaged`), rebuild that replica from its leader's snapshot
+#      (rebuilds_total{trigger="damaged"}) and count no damaged shard after.
 #   9. slow_replica: node 3 (a follower: it leads nothing after its restart,
 #      and leaders do not rebalance in this cluster) restarted with every WAL
 #      write batch SLOW_DELAY_MS (200) ms slower (SHARDHOUSE_TEST_FAULT_DISK);
@@ -134,7 +137,8 @@ load_start() {
   SCENARIO_T0=$SECONDS
   ACKS="$SH_DATA/acks-$1.log"
   rm -f "$SH_DATA/stop-load"
-  "$LT" ack-load --url "$ROUTER" --ack-log "$ACKS" --measurement "disk_$1_$(date +%s)" \
+  LOAD_MEAS="disk_$1_$(date +%s)"
+  "$LT" ack-load --url "$ROUTER" --ack-log "$ACKS" --measurement "$LOAD_MEAS" \
     --rate "$RATE" --batch "$BATCH" --secs 3600 --stop-file "$SH_DATA/stop-load" \
     --timeout-ms 10000 --retries 8 >"$SH_DATA/logs/ack-load-$1.log" 2>&1 &
   LOAD_PID=$!
@@ -332,7 +336,7 @@ fi
 
 # --- 8. Corrupted WAL ---------------------------------------------------------
 C=3
-log "== 8 corrupted WAL on node $C: kill -9, damage its RocksDB files, restart"
+log "== 8 corrupted WAL on node $C, then a truncated engine part on node 1: kill -9, damage, restart"
 load_start corrupt_wal
 ok=1
 sleep "$SETTLE"
@@ -358,9 +362,40 @@ while :; do
   sleep 0.5
 done
 rebuild_s=$((SECONDS - t0))
-expect_progress "$(acked_lines)" "node $C restarted with a damaged WAL" || ok=0
+# The same scenario for the engine: node P killed -9 and a column file of
+# one of its parts of this load's measurement cut to half (a lost tail);
+# restarted, it must name the damaged part and rebuild that replica from
+# its leader's snapshot.
+P=1
+deadline=$((SECONDS + 20))
+until [ -n "$(faults_engine_part_file "$P" "$LOAD_MEAS")" ]; do
+  ((SECONDS < deadline)) || break
+  sleep 0.5
+done
+sh_kill9 "node-$P"
+part=$(faults_truncate_engine_part "$P" "$LOAD_MEAS") || { ok=0; part=""; }
+log "node $P: truncated $part"
+sh_start_node "$P"
+sh_wait_node "$P"
+pmark=$(cat "$SH_DATA/pids/node-$P.logmark" 2>/dev/null || echo 0)
+t0=$SECONDS
+deadline=$((SECONDS + 60))
+part_said=""
+part_rebuilt=0
+while :; do
+  part_said=$(tail -n +"$((pmark + 1))" "$SH_DATA/logs/node-$P.log" | grep -m1 'engine part damaged' || true)
+  part_rebuilt=$(faults_node_metric "$P" shardhouse_wal_replica_rebuilds_total 'trigger="damaged"')
+  part_rebuilt=${part_rebuilt%.*}
+  damaged_now=$(faults_node_metric "$P" shardhouse_engine_damaged_shards)
+  [ -n "$part_said" ] && ((${part_rebuilt:-0} >= 1)) && [ "${damaged_now:-x}" = 0 ] && break
+  ((SECONDS < deadline)) || { log "node $P: damaged part reported: ${part_said:-no}; rebuilt: ${part_rebuilt:-0}; damaged shards now: ${damaged_now:-?}"; ok=0; break; }
+  sleep 0.5
+done
+part_rebuild_s=$((SECONDS - t0))
+[ -z "$part" ] || grep -q "${part%% *}" <<<"$part_said" || { log "node $P did not name part ${part%% *}: $part_said"; ok=0; }
+expect_progress "$(acked_lines)" "nodes $C and $P restarted with damaged data" || ok=0
 sleep "$SETTLE"
-scenario_end corrupt_wal "$ok" 0 "node=$C detected=$([ -n "$said" ] && echo yes || echo no) kept=${kept:-none} replicas_rebuilt=${rebuilt:-0} rebuilt_within_s=$rebuild_s"
+scenario_end corrupt_wal "$ok" 0 "node=$C detected=$([ -n "$said" ] && echo yes || echo no) kept=${kept:-none} replicas_rebuilt=${rebuilt:-0} rebuilt_within_s=$rebuild_s part_node=$P part_damaged=${part%% *} part_detected=$([ -n "$part_said" ] && echo yes || echo no) part_rebuilds=${part_rebuilt:-0} part_rebuilt_within_s=$part_rebuild_s"
 
 # --- 9. One slow replica ------------------------------------------------------
 S=3

@@ -321,3 +321,21 @@ faults_expect_progress() {
     sleep 0.5
   done
 }
+
+# faults_engine_part_file K MEASUREMENT: the data file of the oldest flushed
+# part of MEASUREMENT (any shard, any database) on node K, if any.
+faults_engine_part_file() {
+  { ls -d "$SH_DATA/node-$1"/engine/data/shard_*_*/"$2"/[0-9]*/*.bin 2>/dev/null || true; } | sort | head -n 1
+}
+
+# faults_truncate_engine_part K MEASUREMENT: node K stopped (kill -9); that
+# file cut to half its size, as a lost tail. Prints "<part> <file> (<bytes>)";
+# fails when no part of MEASUREMENT is flushed there.
+faults_truncate_engine_part() {
+  local f len
+  f=$(faults_engine_part_file "$1" "$2")
+  [ -n "$f" ] || { echo "[faults] no flushed part of $2 on node $1" >&2; return 1; }
+  len=$(stat -L -c %s "$f")
+  truncate -s $((len / 2)) "$f"
+  echo "$(basename "$(dirname "$f")") $(basename "$f") ($len bytes)"
+}
