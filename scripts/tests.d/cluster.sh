@@ -134,7 +134,7 @@ echo "== chaos (short)"
 CHAOS_SHORT=1 scripts/chaos.sh 2>&1 | tee "$TMP/chaos.out"
 last=$(tail -n 1 "$TMP/chaos.out")
 [[ "$last" =~ ^chaos_scenarios=([0-9]+)\ acked_points_lost=0$ ]] || fail "chaos: $last"
-want=3; [ "$(id -u)" = 0 ] && want=4 # the partition needs root
+want=6; [ "$(id -u)" = 0 ] && want=9 # the partition and the two full disks need root
 [ "${BASH_REMATCH[1]}" -ge "$want" ] || fail "chaos ran ${BASH_REMATCH[1]} scenarios, want $want"
 echo "ok: $last"
 echo "cluster: 4 passed, 0 failed"
