@@ -130,11 +130,13 @@ impl<'a> RequestBatch<'a> {
         // valid body is valid. Only a body that fails is checked line by
         // line, to reject just its bad lines (with their numbers).
         let body_is_utf8 = lineproto::is_utf8(body);
+        self.state.begin_body(body);
         for (line_no, line) in lineproto::lines(body) {
             if let Err(e) = self.add_line_checked(line, !body_is_utf8) {
                 self.state.reject(line_no, e);
             }
         }
+        self.state.commit_reserved();
     }
 
     /// Adds one line (no newline, no leading blanks).

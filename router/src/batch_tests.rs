@@ -436,3 +436,35 @@ fn cardinality_limit_rejects_new_series_only() {
     let r = summary.first_rejection.unwrap();
     assert_eq!((r.position, r.reason), (3, RejectReason::Cardinality));
 }
+
+#[test]
+fn reserved_admission_keeps_the_limit_and_counts_each_series_once() {
+    // 400 series against a limit of 300: a first block of places is
+    // reserved, the next does not fit, the rest are admitted one by one.
+    let limits = Cardinality::new(300);
+    let db = limits.db("db").unwrap();
+    let body: String = (0..400).map(|i| format!("cpu,host=h{i} v=1\n")).collect();
+    let mut b = RequestBatch::new(SHARDS, Precision::Nanosecond, 0, Some(&db));
+    b.add_line_protocol(body.as_bytes());
+    let summary = b.summary();
+    assert_eq!((summary.points, summary.rejected), (300, 100));
+    assert_eq!(summary.rejected_for_cardinality, 100);
+    assert_eq!(summary.first_rejection.unwrap().position, 301);
+    assert_eq!(db.len(), 300, "unused places were given back");
+    // The same body again: the 300 known series pass, the others do not.
+    let mut b = RequestBatch::new(SHARDS, Precision::Nanosecond, 0, Some(&db));
+    b.add_line_protocol(body.as_bytes());
+    assert_eq!((b.summary().points, b.summary().rejected), (300, 100));
+    assert_eq!(db.len(), 300);
+
+    // Far from the limit: series repeated within and across bodies count once.
+    let limits = Cardinality::new(1_000);
+    let db = limits.db("db").unwrap();
+    for _ in 0..3 {
+        let mut b = RequestBatch::new(SHARDS, Precision::Nanosecond, 0, Some(&db));
+        b.add_line_protocol(b"cpu,host=a v=1\ncpu,host=b v=2\ncpu,host=a v=3\n");
+        b.add_line_protocol(b"cpu,host=b v=4\nmem,host=a v=5\n");
+        assert_eq!(b.summary().points, 5);
+    }
+    assert_eq!(db.len(), 3);
+}

@@ -42,6 +42,8 @@ pub struct SeriesParser {
     measurement: Option<Text>,
     tags: Vec<(Text, Text)>,
     scratch: Vec<u8>,
+    /// Whether the last raw series is its own canonical key.
+    raw_is_key: bool,
 }
 
 /// A parsed series, borrowing the parser and the input.
@@ -73,6 +75,15 @@ impl<'p> Series<'p> {
     pub fn canonical_key_into(&self, out: &mut Vec<u8>) {
         crate::series::canonical_key_into(out, self.measurement(), self.tags());
     }
+
+    /// Whether the raw series, as written, is already its canonical key
+    /// (no backslash, tags sorted, no `=` inside a tag value): most
+    /// writers send exactly that, and then the key need not be rebuilt and
+    /// the `series_id` is the XXH3 of the raw bytes. `false` only means
+    /// "build it": it may still be equal.
+    pub fn raw_is_canonical_key(&self) -> bool {
+        self.parser.raw_is_key
+    }
 }
 
 impl SeriesParser {
@@ -81,19 +92,30 @@ impl SeriesParser {
         self.tags.clear();
         self.scratch.clear();
         self.measurement = None;
-        // Measurement: up to the first unescaped comma.
+        self.raw_is_key = false;
+        // Measurement: up to the first unescaped comma. The scans also
+        // stop at the bytes a canonical key would escape where the raw
+        // series has them unescaped (a space, only in a caller's unsplit
+        // line; `=` in a tag value): `odd` then says the key must be built.
         let mut i = 0;
         let mut escaped = false;
+        let mut odd = false;
         loop {
-            i = find_any(raw, i, [b',', b'\\']);
-            if i < raw.len() && raw[i] == b'\\' {
-                escaped = true;
-                i += 2;
-            } else {
-                break;
+            i = find_any(raw, i, [b',', b'\\', b' ']);
+            match raw.get(i) {
+                Some(b'\\') => {
+                    escaped = true;
+                    i += 2;
+                }
+                Some(b' ') => {
+                    odd = true;
+                    i += 1;
+                }
+                _ => break,
             }
         }
         let m_end = i.min(raw.len());
+        let mut any_escape = escaped;
         if m_end == 0 {
             return Err(LineProtocolError::MissingMeasurement);
         }
@@ -113,7 +135,7 @@ impl SeriesParser {
             let mut k_esc = false;
             let mut eq = None;
             loop {
-                i = find_any(raw, i, [b'=', b',', b'\\']);
+                i = find_any(raw, i, [b'=', b',', b'\\', b' ']);
                 if i >= raw.len() {
                     break;
                 }
@@ -121,6 +143,10 @@ impl SeriesParser {
                     b'\\' => {
                         k_esc = true;
                         i += 2;
+                    }
+                    b' ' => {
+                        odd = true;
+                        i += 1;
                     }
                     b'=' => {
                         eq = Some(i);
@@ -141,15 +167,21 @@ impl SeriesParser {
             let mut i = v_start;
             let mut v_esc = false;
             loop {
-                i = find_any(raw, i, [b',', b'\\']);
-                if i < raw.len() && raw[i] == b'\\' {
-                    v_esc = true;
-                    i += 2;
-                } else {
-                    break;
+                i = find_any(raw, i, [b',', b'\\', b'=', b' ']);
+                match raw.get(i) {
+                    Some(b'\\') => {
+                        v_esc = true;
+                        i += 2;
+                    }
+                    Some(b'=' | b' ') => {
+                        odd = true;
+                        i += 1;
+                    }
+                    _ => break,
                 }
             }
             let v_end = i.min(raw.len());
+            any_escape |= k_esc | v_esc;
             let key = text_of(&mut self.scratch, raw, k_start, eq, k_esc, KEY_ESCAPES);
             if v_end == v_start {
                 return Err(LineProtocolError::EmptyTagValue(lossy(
@@ -179,9 +211,62 @@ impl SeriesParser {
                 )));
             }
         }
+        self.raw_is_key = sorted && !any_escape && !odd;
         Ok(Series {
             input: raw,
             parser: self,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn canonical(p: &mut SeriesParser, raw: &[u8]) -> Option<(bool, Vec<u8>)> {
+        let s = p.parse(raw).ok()?;
+        let mut key = Vec::new();
+        s.canonical_key_into(&mut key);
+        Some((s.raw_is_canonical_key(), key))
+    }
+
+    #[test]
+    fn raw_is_the_key_only_when_it_equals_the_built_key() {
+        let mut p = SeriesParser::default();
+        for (raw, want) in [
+            ("cpu", true),
+            ("cpu,host=a,region=eu", true),
+            ("cpu,region=eu,host=a", false), // unsorted
+            ("cpu,host=a=b", false),         // `=` in a value is escaped
+            ("c=pu,host=a", true),           // `=` in a measurement stays
+            ("cpu,host=a b", false),         // a space is escaped
+            ("cpu,host=a\\,b", false),       // an escape
+            ("cpu,host=a\\b", false),        // a literal backslash
+        ] {
+            let (is_key, key) = canonical(&mut p, raw.as_bytes()).unwrap();
+            assert_eq!(is_key, want, "{raw}");
+            if is_key {
+                assert_eq!(key, raw.as_bytes());
+            }
+        }
+        // Random spellings: whenever the parser says so, the raw bytes are
+        // the canonical key byte for byte.
+        let alphabet = b"ab,=\\ xz";
+        let mut x: u64 = 11;
+        let mut claimed = 0;
+        for _ in 0..200_000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let len = 1 + (x >> 60) as usize;
+            let raw: Vec<u8> = (0..len)
+                .map(|i| alphabet[((x >> (i * 3 % 58)) & 7) as usize])
+                .collect();
+            if let Some((true, key)) = canonical(&mut p, &raw) {
+                claimed += 1;
+                assert_eq!(key, raw, "{:?}", String::from_utf8_lossy(&raw));
+            }
+        }
+        assert!(claimed > 1_000, "the property was exercised: {claimed}");
     }
 }

@@ -66,15 +66,23 @@ impl BatchState<'_> {
             self.targets.push(target);
         }
         // 2. Cardinality: a series new to the database must fit the limit.
-        if s.admission != Admission::Admitted {
+        if !matches!(s.admission, Admission::Admitted | Admission::Reserved) {
+            let series_id = s.series_id;
             let admitted = match (s.admission, self.db) {
                 (Admission::Rejected, _) => false,
                 (_, None) => true,
-                (_, Some(db)) => db.admit(s.series_id),
+                (_, Some(db)) if self.reserving && self.take_place(db) => {
+                    self.reserved_slots.push(slot);
+                    self.slots[slot as usize].admission = Admission::Reserved;
+                    true
+                }
+                (_, Some(db)) => db.admit(series_id),
             };
             let s = &mut self.slots[slot as usize];
             if admitted {
-                s.admission = Admission::Admitted;
+                if s.admission != Admission::Reserved {
+                    s.admission = Admission::Admitted;
+                }
             } else {
                 s.admission = Admission::Rejected;
                 let db = self.db.expect("rejected only with a db");
@@ -106,7 +114,8 @@ impl BatchState<'_> {
                     if let FieldTarget::NewField = target {
                         self.measurements[m].fields.push((k.into(), v.field_type()));
                     }
-                    t.columns.push(FieldColumn::new(k, v.field_type(), row));
+                    t.columns
+                        .push(FieldColumn::new(k, v.field_type(), row, t.rows_hint));
                     t.columns.len() - 1
                 }
             };

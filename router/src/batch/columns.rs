@@ -23,11 +23,17 @@ pub(super) struct FieldColumn {
 }
 
 impl FieldColumn {
-    pub(super) fn new(name: &[u8], ty: FieldType, rows_before: usize) -> FieldColumn {
+    /// A column for `rows_hint` rows (it grows past them if needed).
+    pub(super) fn new(
+        name: &[u8],
+        ty: FieldType,
+        rows_before: usize,
+        rows_hint: usize,
+    ) -> FieldColumn {
         let data = match ty {
-            FieldType::Float => ColumnData::Float(Vec::new()),
-            FieldType::Integer => ColumnData::Integer(Vec::new()),
-            FieldType::Unsigned => ColumnData::Unsigned(Vec::new()),
+            FieldType::Float => ColumnData::Float(Vec::with_capacity(rows_hint)),
+            FieldType::Integer => ColumnData::Integer(Vec::with_capacity(rows_hint)),
+            FieldType::Unsigned => ColumnData::Unsigned(Vec::with_capacity(rows_hint)),
             FieldType::String => ColumnData::String {
                 offsets: vec![0],
                 data: Vec::new(),
@@ -38,7 +44,7 @@ impl FieldColumn {
             name: name.into(),
             ty,
             data,
-            nulls: NullBufferBuilder::new(0),
+            nulls: NullBufferBuilder::new(rows_hint),
             len: 0,
         };
         // A field first seen at row n is null in the rows before it.
@@ -130,9 +136,27 @@ pub(super) struct TableBuilder {
     pub(super) layout: Vec<u32>,
     /// Slots of the series in this table, for the series batch.
     pub(super) series: Vec<u32>,
+    /// Rows expected (columns start with that capacity).
+    pub(super) rows_hint: usize,
 }
 
 impl TableBuilder {
+    /// An empty table sized for `rows_hint` rows: growing each column
+    /// from nothing cost a reallocation and copy per doubling, per column,
+    /// per table (64 tables of ~80 rows per 5,000-line body at 1M series).
+    pub(super) fn new(shard: u32, measurement: u32, rows_hint: usize) -> TableBuilder {
+        TableBuilder {
+            shard,
+            measurement,
+            time: Vec::with_capacity(rows_hint),
+            series_id: Vec::with_capacity(rows_hint),
+            columns: Vec::new(),
+            layout: Vec::new(),
+            series: Vec::with_capacity(rows_hint),
+            rows_hint,
+        }
+    }
+
     /// Column named `key`, trying the column used at this field position
     /// by the last point first.
     #[inline(always)]

@@ -44,6 +44,11 @@ fn table_key(shard: u32, measurement: u32) -> u64 {
     ((u64::from(shard) << 32) | u64::from(measurement)).wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
+/// Places under the cardinality limit a body reserves at a time: one
+/// atomic update per block instead of a set lookup per series; near the
+/// limit, other requests' unused places hold back at most this many each.
+const RESERVE_BLOCK: usize = 256;
+
 /// End of a slot's collision chain.
 const NONE: u32 = u32::MAX;
 
@@ -51,6 +56,9 @@ const NONE: u32 = u32::MAX;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Admission {
     Unchecked,
+    /// Admitted under the body's reservation; inserted into the database's
+    /// set when the body is done ([`BatchState::commit_reserved`]).
+    Reserved,
     Admitted,
     Rejected,
 }
@@ -124,6 +132,15 @@ pub(super) struct BatchState<'a> {
     pub(super) key_scratch: Vec<u8>,
     /// Targets of the fields of the point being appended (reused).
     pub(super) targets: Vec<FieldTarget>,
+    /// Whether a line protocol body is being added: its series new to the
+    /// database are admitted under reserved places, `reserved_places` of
+    /// them so far, taken by `reserved_slots`.
+    pub(super) reserving: bool,
+    pub(super) reserved_places: usize,
+    pub(super) reserved_slots: Vec<u32>,
+    /// Lines of the body being added (0 for structured points), to size
+    /// new tables.
+    pub(super) lines_hint: usize,
     /// Time spent resolving series new to the request, when timing is on.
     pub(super) timing: bool,
     pub(super) series_nanos: u64,
@@ -158,6 +175,10 @@ impl<'a> BatchState<'a> {
             rejected_for_cardinality: 0,
             key_scratch: Vec::new(),
             targets: Vec::new(),
+            reserving: false,
+            reserved_places: 0,
+            reserved_slots: Vec::new(),
+            lines_hint: 0,
             timing: false,
             series_nanos: 0,
         }
@@ -178,6 +199,48 @@ impl<'a> BatchState<'a> {
                 reason,
                 message,
             });
+        }
+    }
+
+    /// Starts a line protocol body: new tables are sized for its lines
+    /// (estimated from its first line's length), and its new series are
+    /// admitted under reservations (see `crate::cardinality`).
+    pub(super) fn begin_body(&mut self, body: &[u8]) {
+        let first = body.iter().position(|&b| b == b'\n').unwrap_or(body.len());
+        self.lines_hint = body.len() / (first + 1);
+        self.reserving = self.db.is_some();
+    }
+
+    /// A reserved place for a series new to the database, reserving
+    /// another block when the body has used its places; `false` when the
+    /// block does not fit under the limit (then admit it alone).
+    pub(super) fn take_place(&mut self, db: &DbSeries) -> bool {
+        if self.reserved_slots.len() < self.reserved_places {
+            return true;
+        }
+        if db.reserve(RESERVE_BLOCK) {
+            self.reserved_places += RESERVE_BLOCK;
+            return true;
+        }
+        false
+    }
+
+    /// Inserts the series admitted under the reservation into the
+    /// database's set and gives back the unused places.
+    pub(super) fn commit_reserved(&mut self) {
+        self.reserving = false;
+        let places = std::mem::take(&mut self.reserved_places);
+        let Some(db) = self.db.filter(|_| places > 0) else {
+            return;
+        };
+        let mut ids: Vec<u64> = self
+            .reserved_slots
+            .iter()
+            .map(|&s| self.slots[s as usize].series_id)
+            .collect();
+        db.commit(places, &mut ids);
+        for s in self.reserved_slots.drain(..) {
+            self.slots[s as usize].admission = Admission::Admitted;
         }
     }
 
@@ -227,14 +290,23 @@ impl<'a> BatchState<'a> {
         for (k, _) in series.tags() {
             names::validate_tag_key(k).map_err(name_error)?;
         }
-        // canonical_key_into clears its buffer: build in a reused scratch
-        // vector, then append to the arena.
-        series.canonical_key_into(&mut self.key_scratch);
-        names::validate_series_key(&self.key_scratch).map_err(name_error)?;
+        // Usually the raw series is its own canonical key: copy it, and its
+        // XXH3 (`hash`) is the series_id. Otherwise canonical_key_into
+        // (which clears its buffer) builds it in a reused scratch vector.
         let k0 = self.key_arena.len();
-        self.key_arena.extend_from_slice(&self.key_scratch);
+        let series_id = if series.raw_is_canonical_key() {
+            names::validate_series_key(raw).map_err(name_error)?;
+            self.key_arena.extend_from_slice(raw);
+            hash
+        } else {
+            series.canonical_key_into(&mut self.key_scratch);
+            names::validate_series_key(&self.key_scratch).map_err(name_error)?;
+            self.key_arena.extend_from_slice(&self.key_scratch);
+            series_id_of_key(&self.key_scratch)
+        };
         let measurement = series.measurement();
-        let slot = self.insert_slot(hash, raw, (k0, self.key_arena.len()), measurement);
+        let key = (k0, self.key_arena.len());
+        let slot = self.insert_slot(hash, raw, key, series_id, measurement);
         if let Some(t) = started {
             self.series_nanos += t.elapsed().as_nanos() as u64;
         }
@@ -258,7 +330,7 @@ impl<'a> BatchState<'a> {
         let k0 = self.key_arena.len();
         self.key_arena.extend_from_slice(key);
         let k1 = self.key_arena.len();
-        Ok(self.insert_slot(hash, key, (k0, k1), measurement))
+        Ok(self.insert_slot(hash, key, (k0, k1), hash, measurement))
     }
 
     fn insert_slot(
@@ -266,9 +338,9 @@ impl<'a> BatchState<'a> {
         hash: u64,
         raw: &[u8],
         key: (usize, usize),
+        series_id: u64,
         measurement: &[u8],
     ) -> u32 {
-        let series_id = series_id_of_key(&self.key_arena[key.0..key.1]);
         let shard = jump_hash(series_id, self.shard_count);
         let last = self
             .last_measurement
@@ -293,15 +365,11 @@ impl<'a> BatchState<'a> {
             Some(&t) => t,
             None => {
                 let t = self.tables.len() as u32;
-                self.tables.push(TableBuilder {
-                    shard,
-                    measurement: m,
-                    time: Vec::new(),
-                    series_id: Vec::new(),
-                    columns: Vec::new(),
-                    layout: Vec::new(),
-                    series: Vec::new(),
-                });
+                // Lines of a body spread over the shards; a quarter more
+                // than the even share, as shards get uneven counts.
+                let rows_hint = (self.lines_hint / self.shard_count as usize) * 5 / 4 + 8;
+                self.tables
+                    .push(TableBuilder::new(shard, m, rows_hint.min(1 << 16)));
                 self.table_ids.insert(table_key(shard, m), t);
                 t
             }
