@@ -5,7 +5,7 @@
 //! This module dispatches; `series_index` reads the `_series` index and
 //! shapes the answers, `storage_ops` builds the storage operations.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use shardhouse_common::names::sql_literal;
 use shardhouse_common::proto::{
@@ -22,8 +22,8 @@ mod series_index;
 mod storage_ops;
 
 use series_index::{
-    databases, distinct_strings, from_measurements, limit, measurement_matches, non_empty,
-    per_measurement, push_where, s, string_pairs, table, tag_sql,
+    databases, distinct_rows, distinct_strings, from_measurements, limit, measurement_matches,
+    non_empty, per_measurement, push_where, s, string_pairs, table, tag_sql,
 };
 pub use series_index::{measurement_names, series_key};
 use storage_ops::{apply, delete, retention, valid_database};
@@ -184,22 +184,15 @@ async fn run_statement(ctx: &Ctx<'_>, stmt: &Statement) -> StmtResult<Vec<Series
             let db = database_of(ctx, q.database.as_deref())?;
             let mut sql = "SELECT measurement, arrayMap(x -> toString(x), mapKeys(tags)), mapValues(tags) FROM _series".to_string();
             push_where(&mut sql, &q.from, q.condition.as_ref(), ctx.now)?;
-            let answers = fetch::on_every_shard(ctx.router, &db, &sql, ctx.deadline)
-                .await
-                .map_err(|e| e.to_string())?;
-            let mut keys = BTreeSet::new();
-            for (_, batches) in &answers {
-                for b in batches {
-                    for row in 0..b.num_rows() {
-                        let m = text_at(b.column(0), row);
-                        let tags: BTreeMap<String, String> = fetch::strings_at(b.column(1), row)
-                            .into_iter()
-                            .zip(fetch::strings_at(b.column(2), row))
-                            .collect();
-                        keys.insert(series_key(&m, &tags));
-                    }
-                }
-            }
+            let keys = distinct_rows(ctx, &db, &sql, |b, row| {
+                let m = text_at(b.column(0), row);
+                let tags: BTreeMap<String, String> = fetch::strings_at(b.column(1), row)
+                    .into_iter()
+                    .zip(fetch::strings_at(b.column(2), row))
+                    .collect();
+                series_key(&m, &tags)
+            })
+            .await?;
             let rows = limit(
                 keys.into_iter().map(|k| vec![s(k)]).collect(),
                 q.limit,

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use arrow_array::RecordBatch;
 use shardhouse_common::names::sql_literal;
 use shardhouse_influxql::time::{split_condition, time_range};
 use shardhouse_influxql::{Expr, MeasurementMatch, MeasurementName, VarRef};
@@ -126,11 +127,14 @@ pub(super) fn push_where(
     Ok(())
 }
 
-pub(super) async fn distinct_strings(
+/// Every row `sql` returns on any shard of `db`, as `read` takes it from
+/// (batch, row): distinct and sorted.
+pub(super) async fn distinct_rows<T: Ord>(
     ctx: &Ctx<'_>,
     db: &str,
     sql: &str,
-) -> StmtResult<Vec<String>> {
+    read: impl Fn(&RecordBatch, usize) -> T,
+) -> StmtResult<BTreeSet<T>> {
     let answers = fetch::on_every_shard(ctx.router, db, sql, ctx.deadline)
         .await
         .map_err(|e| e.to_string())?;
@@ -138,10 +142,20 @@ pub(super) async fn distinct_strings(
     for (_, batches) in &answers {
         for b in batches {
             for row in 0..b.num_rows() {
-                out.insert(text_at(b.column(0), row));
+                out.insert(read(b, row));
             }
         }
     }
+    Ok(out)
+}
+
+/// The first column's values, distinct, sorted.
+pub(super) async fn distinct_strings(
+    ctx: &Ctx<'_>,
+    db: &str,
+    sql: &str,
+) -> StmtResult<Vec<String>> {
+    let out = distinct_rows(ctx, db, sql, |b, row| text_at(b.column(0), row)).await?;
     Ok(out.into_iter().collect())
 }
 
@@ -151,18 +165,10 @@ pub(super) async fn string_pairs(
     db: &str,
     sql: &str,
 ) -> StmtResult<BTreeSet<(String, String)>> {
-    let answers = fetch::on_every_shard(ctx.router, db, sql, ctx.deadline)
-        .await
-        .map_err(|e| e.to_string())?;
-    let mut out = BTreeSet::new();
-    for (_, batches) in &answers {
-        for b in batches {
-            for row in 0..b.num_rows() {
-                out.insert((text_at(b.column(0), row), text_at(b.column(1), row)));
-            }
-        }
-    }
-    Ok(out)
+    distinct_rows(ctx, db, sql, |b, row| {
+        (text_at(b.column(0), row), text_at(b.column(1), row))
+    })
+    .await
 }
 
 /// One series per measurement, `LIMIT`/`OFFSET` within each.
