@@ -56,6 +56,10 @@ pub struct Cluster {
     max_node_rpcs: usize,
     /// Shard writes waiting in node queues for a call.
     node_waiting: Arc<AtomicUsize>,
+    /// Why the last write attempt to each shard failed (cleared when one
+    /// commits): a request that times out says why its shard could not
+    /// take it (a full WAL disk, an election), not only that time ran out.
+    last_failure: Mutex<HashMap<u32, String>>,
 }
 
 /// Defaults for [`Cluster::with_write_coalescing`].
@@ -89,6 +93,7 @@ impl Cluster {
             node_queues: Mutex::default(),
             max_node_rpcs: DEFAULT_MAX_NODE_RPCS,
             node_waiting: Arc::default(),
+            last_failure: Mutex::default(),
         }
     }
 

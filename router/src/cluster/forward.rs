@@ -49,6 +49,7 @@ impl Cluster {
             let backoff = match self.retry.after_answer(shard, attempt, &target, answer) {
                 Next::Committed => {
                     self.leaders.lock().insert(shard, target.clone());
+                    self.last_failure.lock().remove(&shard);
                     return Ok(());
                 }
                 Next::Fail(e) => return Err(e),
@@ -58,6 +59,7 @@ impl Cluster {
                     reason,
                 } => {
                     tracing::debug!(shard, node = target.0, %reason, "write attempt failed");
+                    self.last_failure.lock().insert(shard, reason.clone());
                     last_reason = reason;
                     match to {
                         Retarget::Same => {}
@@ -220,7 +222,7 @@ impl Cluster {
             }),
             Err(_) => Err(Error::Unavailable {
                 shard,
-                reason: "request deadline passed before the shard's write committed".into(),
+                reason: deadline_reason(self.last_failure.lock().get(&shard).map(String::as_str)),
             }),
         }
     }
@@ -294,6 +296,21 @@ impl Cluster {
     }
 }
 
+/// What a request that timed out waiting for its shard is told: the last
+/// failed attempt's reason when there is one (a node refusing for a full
+/// WAL disk is retried until the deadline, and the client should learn
+/// that, not only that time ran out).
+fn deadline_reason(last_failure: Option<&str>) -> String {
+    match last_failure {
+        Some(why) => {
+            format!(
+                "request deadline passed before the shard's write committed; last attempt: {why}"
+            )
+        }
+        None => "request deadline passed before the shard's write committed".into(),
+    }
+}
+
 /// The write of `batches` to `shard`: every table in `tables`, each with
 /// its database.
 fn write_request(
@@ -316,5 +333,22 @@ fn write_request(
             })
             .collect(),
         ..WriteRequest::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::deadline_reason;
+
+    #[test]
+    fn a_timed_out_write_says_why_its_shard_did_not_take_it() {
+        let why = "node 2 answered unavailable: WAL disk full on node 2: 10 MiB free";
+        let r = deadline_reason(Some(why));
+        assert!(r.starts_with("request deadline passed"), "{r}");
+        assert!(r.ends_with(why), "{r}");
+        assert_eq!(
+            deadline_reason(None),
+            "request deadline passed before the shard's write committed"
+        );
     }
 }
