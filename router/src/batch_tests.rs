@@ -201,6 +201,10 @@ fn actual(body: &[u8]) -> Outcome {
             let ids = series.column(0).as_primitive::<UInt64Type>();
             let names = series.column(1).as_string::<i32>();
             let keys = series.column(2).as_string::<i32>();
+            let mut distinct = ids.values().to_vec();
+            distinct.sort_unstable();
+            distinct.dedup();
+            assert_eq!(distinct.len(), series.num_rows(), "each series listed once");
             Table {
                 shard: sb.shard,
                 measurement: sb.measurement.clone(),

@@ -32,14 +32,19 @@ impl BatchState<'_> {
         let points_ipc = encode_ipc(&points)?;
 
         // One raw spelling per slot: tag orders that differ in the text
-        // but not in the series share an id; list each series once.
+        // but not in the series share an id; list each series once. Without
+        // rebuilt keys every slot is a distinct series: keep the order the
+        // slots were met in, which reads their keys from the arena in order
+        // (sorting by id read them at random: ~50 ns/point at 1M series).
         let mut listed: Vec<(u64, u32)> = t
             .series
             .iter()
             .map(|&s| (self.slots[s as usize].series_id, s))
             .collect();
-        listed.sort_unstable();
-        listed.dedup_by_key(|(id, _)| *id);
+        if self.spellings_may_repeat {
+            listed.sort_unstable();
+            listed.dedup_by_key(|(id, _)| *id);
+        }
         let mut ids = Vec::with_capacity(listed.len());
         let mut key_offsets = Vec::with_capacity(listed.len() + 1);
         let mut keys = Vec::new();

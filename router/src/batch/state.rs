@@ -141,6 +141,10 @@ pub(super) struct BatchState<'a> {
     /// Lines of the body being added (0 for structured points), to size
     /// new tables.
     pub(super) lines_hint: usize,
+    /// Whether a series key was rebuilt from a raw series that was not
+    /// already canonical: only then can two slots (two spellings) share a
+    /// series_id, and the series batches must drop the repeats.
+    pub(super) spellings_may_repeat: bool,
     /// Time spent resolving series new to the request, when timing is on.
     pub(super) timing: bool,
     pub(super) series_nanos: u64,
@@ -179,6 +183,7 @@ impl<'a> BatchState<'a> {
             reserved_places: 0,
             reserved_slots: Vec::new(),
             lines_hint: 0,
+            spellings_may_repeat: false,
             timing: false,
             series_nanos: 0,
         }
@@ -299,6 +304,7 @@ impl<'a> BatchState<'a> {
             self.key_arena.extend_from_slice(raw);
             hash
         } else {
+            self.spellings_may_repeat = true;
             series.canonical_key_into(&mut self.key_scratch);
             names::validate_series_key(&self.key_scratch).map_err(name_error)?;
             self.key_arena.extend_from_slice(&self.key_scratch);
