@@ -55,6 +55,11 @@ async fn health(State(ctx): State<Arc<NodeContext>>) -> impl IntoResponse {
     )
 }
 
+/// One entry of `/health`'s `checks`.
+fn check(name: String, status: &str, message: String) -> serde_json::Value {
+    serde_json::json!({ "name": name, "status": status, "message": message })
+}
+
 /// The `/health` document (pure, for tests).
 pub fn health_report(
     node_id: u64,
@@ -70,46 +75,46 @@ pub fn health_report(
         } else {
             "the replica is rebuilt from its leader's snapshot"
         };
-        checks.push(serde_json::json!({
-            "name": format!("shard {} engine data", d.shard),
-            "status": "fail",
-            "message": format!(
+        checks.push(check(
+            format!("shard {} engine data", d.shard),
+            "fail",
+            format!(
                 "stored data is damaged: {}; reads of this shard are refused here; {what}",
                 d.describe()
             ),
-        }));
+        ));
     }
     for s in shards {
         if let Some(st) = &s.apply_stalled {
-            checks.push(serde_json::json!({
-                "name": format!("shard {} apply", s.shard),
-                "status": "fail",
-                "message": format!(
+            checks.push(check(
+                format!("shard {} apply", s.shard),
+                "fail",
+                format!(
                     "apply stopped at index {} after {} attempts: {} (retried with backoff; the entry is never skipped; the replica is rebuilt from its leader's snapshot past the bound, or by `shardhouse-ctl rebuild-replica`)",
                     st.index, st.attempts, st.error
                 ),
-            }));
+            ));
         }
         if let Some(why) = s.rebuilding {
-            checks.push(serde_json::json!({
-                "name": format!("shard {} rebuild", s.shard),
-                "status": "warn",
-                "message": format!(
+            checks.push(check(
+                format!("shard {} rebuild", s.shard),
+                "warn",
+                format!(
                     "being rebuilt from its leader's snapshot ({}); reads on this replica may wait or fail until the snapshot is restored",
                     why.as_str()
                 ),
-            }));
+            ));
         }
     }
     for f in flush_failures {
-        checks.push(serde_json::json!({
-            "name": format!("shard {} flush", f.shard),
-            "status": "fail",
-            "message": format!(
+        checks.push(check(
+            format!("shard {} flush", f.shard),
+            "fail",
+            format!(
                 "tables {:?} have failed to flush for {} s ({} attempts): {} (their rows stay buffered and in the WAL; see docs/operations.md)",
                 f.tables, f.failing_for.as_secs(), f.attempts, f.error
             ),
-        }));
+        ));
     }
     let status = if checks.is_empty() {
         "pass"
