@@ -69,6 +69,10 @@ pub struct NodeOptions {
     /// memtables take at most 4x this (the operator sizes it to the pod's
     /// memory limit).
     pub wal_write_buffer_bytes: usize,
+    /// Log a shard's leader keeps beyond the engine's flush for followers
+    /// that are behind (a restarted replica, a learner installing a
+    /// snapshot), so they catch up from the log instead of by snapshot.
+    pub wal_follower_log_retention_bytes: u64,
     /// File holding the cluster credential that node gRPC requires and that
     /// this node presents to its peers; None = `SHARDHOUSE_CLUSTER_TOKEN`,
     /// and with neither the check is off (docs/operations.md).
@@ -114,6 +118,7 @@ impl Default for NodeOptions {
             default_retention_secs: 0,
             retention_check_interval_ms: 60_000,
             wal_write_buffer_bytes: 256 << 20,
+            wal_follower_log_retention_bytes: 512 << 20,
             cluster_token_file: None,
         }
     }
@@ -234,6 +239,10 @@ pub struct Cli {
     /// WAL RocksDB memtable bytes (up to 4 held); default 256 MiB.
     #[arg(long, env = "SHARDHOUSE_NODE_WAL_WRITE_BUFFER_BYTES")]
     pub wal_write_buffer_bytes: Option<usize>,
+    /// Log bytes per shard a leader keeps for lagging followers; default
+    /// 512 MiB (at most a quarter of the per-shard log bound); 0 = none.
+    #[arg(long, env = "SHARDHOUSE_NODE_WAL_FOLLOWER_LOG_RETENTION_BYTES")]
+    pub wal_follower_log_retention_bytes: Option<u64>,
     /// File with the cluster credential (see docs/operations.md).
     #[arg(long, env = "SHARDHOUSE_NODE_CLUSTER_TOKEN_FILE")]
     pub cluster_token_file: Option<PathBuf>,
@@ -282,7 +291,8 @@ impl NodeOptions {
             leader_balance_interval_ms,
             default_retention_secs,
             retention_check_interval_ms,
-            wal_write_buffer_bytes;
+            wal_write_buffer_bytes,
+            wal_follower_log_retention_bytes;
             optional: chdb_dir, init_cluster, cluster_token_file
         );
     }

@@ -97,6 +97,7 @@ pub async fn run(
         poll_threads: opts.wal_poll_threads,
         apply_threads: opts.wal_apply_threads,
         write_buffer_bytes: opts.wal_write_buffer_bytes,
+        follower_log_retention_bytes: opts.wal_follower_log_retention_bytes,
         rebuild_after_failed_applies: opts.wal_rebuild_after_failed_applies,
         ..WalConfig::default()
     };

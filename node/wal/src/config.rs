@@ -62,11 +62,25 @@ pub struct WalConfig {
     /// holds more than this many bytes: entries the engine has not flushed
     /// stay in the log, so a failing engine disk fills the WAL's instead.
     pub max_log_bytes_per_shard: u64,
+    /// A leader keeps up to this many bytes of log beyond its own compaction
+    /// point for followers that are behind (a learner installing a snapshot,
+    /// a restarted or slow replica), so they catch up from the log instead
+    /// of being sent snapshot after snapshot. Capped at a quarter of
+    /// `max_log_bytes_per_shard`, so it never causes write backpressure.
+    pub follower_log_retention_bytes: u64,
     /// Test faults of the write path; default off.
     pub disk_faults: crate::DiskFaults,
     /// Wall-clock ticks in production; [`TickSource::Manual`] lets a test
     /// step time with [`Wal::tick`](crate::Wal::tick).
     pub ticks: TickSource,
+}
+
+impl WalConfig {
+    /// The log a leader may keep for lagging followers, in bytes per shard.
+    pub fn effective_follower_retention(&self) -> u64 {
+        self.follower_log_retention_bytes
+            .min(self.max_log_bytes_per_shard / 4)
+    }
 }
 
 impl Default for WalConfig {
@@ -96,6 +110,7 @@ impl Default for WalConfig {
             rebuild_after_failed_applies: 10,
             disk_reserve_bytes: 64 << 20,
             max_log_bytes_per_shard: 4 << 30,
+            follower_log_retention_bytes: 512 << 20,
             disk_faults: crate::DiskFaults::default(),
             ticks: TickSource::WallClock,
         }

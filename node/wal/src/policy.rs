@@ -44,6 +44,36 @@ pub fn compaction_target(
     }
 }
 
+/// How far a leader may compact given what its followers still need.
+///
+/// Compacting to the local target alone loses a follower that is behind:
+/// under steady writes a learner installing a snapshot for 10-20 s came back
+/// to a log already compacted past the snapshot, was sent another one, and
+/// never caught up (the 30-minute soak; chaos scenario 5 at high load). So a
+/// leader keeps, for each follower, the entries after what it `needs` (its
+/// matched index, or the index of the snapshot it is being sent), as long as
+/// keeping them costs at most `retain_bytes` of log. A follower further
+/// behind than that is left to a snapshot, so one dead replica cannot grow
+/// the log without bound. `log_bytes` over `(truncated, last_index]` gives
+/// the bytes per entry.
+pub fn retain_for_followers(
+    local_target: u64,
+    needs: impl IntoIterator<Item = u64>,
+    truncated: u64,
+    last_index: u64,
+    log_bytes: u64,
+    retain_bytes: u64,
+) -> u64 {
+    let entries = last_index.saturating_sub(truncated).max(1);
+    let bytes_per_entry = (log_bytes / entries).max(1);
+    needs
+        .into_iter()
+        .filter(|&need| need < local_target)
+        .filter(|&need| (local_target - need).saturating_mul(bytes_per_entry) <= retain_bytes)
+        .fold(local_target, u64::min)
+        .max(truncated)
+}
+
 /// The initial applied index given to raft-rs on open: committed entries
 /// above it are re-delivered to the state machine. It must lie within
 /// [truncated, commit].
@@ -106,6 +136,32 @@ mod tests {
         assert_eq!(compaction_target(0, 100, 5, 100, 10), None);
         assert_eq!(compaction_target(0, 100, 10, 100, 10), Some(10));
         assert_eq!(compaction_target(0, 0, 0, 0, 0), None);
+    }
+
+    #[test]
+    fn a_leader_keeps_the_log_a_close_follower_needs() {
+        // 100 entries of 1 KiB in the log (0, 100]; the engine flushed 90.
+        let keep = |needs: &[u64], retain| {
+            retain_for_followers(90, needs.iter().copied(), 0, 100, 100 << 10, retain)
+        };
+        // No follower behind the target: compact to it.
+        assert_eq!(keep(&[95, 100], 1 << 20), 90);
+        // A learner being sent the snapshot at 60: keep 61.. for it.
+        assert_eq!(keep(&[100, 60], 1 << 20), 60);
+        // Two behind: the further one decides.
+        assert_eq!(keep(&[70, 60], 1 << 20), 60);
+        // 30 entries (30 KiB) are over a 20 KiB bound: that follower gets a
+        // snapshot instead; a closer one is still kept for.
+        assert_eq!(keep(&[60], 20 << 10), 90);
+        assert_eq!(keep(&[60, 80], 20 << 10), 80);
+        // A follower that matched nothing yet (a new leader's view) is far
+        // behind: not kept for.
+        assert_eq!(keep(&[0], 20 << 10), 90);
+        // Never below what is already compacted.
+        assert_eq!(
+            retain_for_followers(90, [10], 50, 100, 50 << 10, 1 << 30),
+            50
+        );
     }
 
     #[test]

@@ -9,7 +9,7 @@ use protobuf::Message as _;
 use raft::eraftpb::{
     ConfChange, ConfChangeV2, ConfState, Entry, EntryType, Message, MessageType, Snapshot,
 };
-use raft::{Ready, SnapshotStatus, StateRole};
+use raft::{ProgressState, Ready, SnapshotStatus, StateRole};
 use rocksdb::WriteBatch;
 
 use super::{HeldReady, Peer, Poller};
@@ -370,10 +370,31 @@ impl Poller {
             let st = p.node.store();
             let applied = p.handle.applied.load(Ordering::Acquire);
             let flushed = self.inner.sm.flushed_index(p.shard);
+            let mut local = flushed.min(applied);
+            let raft = &p.node.raft;
+            if raft.state == StateRole::Leader {
+                let me = raft.id;
+                let needs = raft
+                    .prs()
+                    .iter()
+                    .filter(|(id, _)| **id != me)
+                    .map(|(_, pr)| match pr.state {
+                        ProgressState::Snapshot => pr.pending_snapshot,
+                        _ => pr.matched,
+                    });
+                local = policy::retain_for_followers(
+                    local.min(st.last_index_value()),
+                    needs,
+                    st.truncated_index(),
+                    st.last_index_value(),
+                    st.log_bytes(),
+                    self.inner.cfg.effective_follower_retention(),
+                );
+            }
             let Some(target) = policy::compaction_target(
                 st.truncated_index(),
                 applied,
-                flushed,
+                local,
                 st.last_index_value(),
                 min_step,
             ) else {

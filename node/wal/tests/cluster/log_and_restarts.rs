@@ -152,9 +152,11 @@ fn partitioned_leader_steps_down_and_cannot_commit() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A replica further behind than the leader keeps log for is sent a
+/// snapshot (retention off here: every lagger is "too far").
 #[test]
 fn lagging_replica_catches_up_by_snapshot() -> anyhow::Result<()> {
-    let c = Cluster::new(3)?;
+    let c = Cluster::with(3, |cfg| cfg.follower_log_retention_bytes = 0)?;
     c.bootstrap(1, &c.ids)?;
     let leader = c.leader(1, &c.ids)?;
     let lagger = *c.ids.iter().find(|i| **i != leader).unwrap();
@@ -308,6 +310,64 @@ fn single_voter_restarts_after_log_compaction() -> anyhow::Result<()> {
     c.propose(6, d.clone(), &[1])?;
     c.until("the new entry applied after restart", |_| {
         durable.payloads(6).last() == Some(&d)
+    })?;
+    Ok(())
+}
+
+/// A replica a little behind catches up from the leader's log: the leader
+/// keeps what it needs past the engine's flush (within
+/// `follower_log_retention_bytes`) instead of compacting it away and
+/// sending the whole shard as a snapshot.
+#[test]
+fn a_replica_a_little_behind_catches_up_from_the_log() -> anyhow::Result<()> {
+    let c = Cluster::new(3)?;
+    c.bootstrap(1, &c.ids)?;
+    let leader = c.leader(1, &c.ids)?;
+    let lagger = *c.ids.iter().find(|i| **i != leader).unwrap();
+    let rest: Vec<NodeId> = c.ids.iter().copied().filter(|i| *i != lagger).collect();
+    let mut expected = Vec::new();
+    for i in 0..5 {
+        let d = payload("early", i);
+        c.propose(1, d.clone(), &c.ids)?;
+        expected.push(d);
+    }
+    c.wait_applied(1, &c.ids, &expected)?;
+    c.net.isolate(lagger);
+    for i in 0..40 {
+        let d = payload("late", i);
+        c.propose(1, d.clone(), &rest)?;
+        expected.push(d);
+    }
+    c.wait_applied(1, &rest, &expected)?;
+    let lagger_last = c.status(lagger, 1).unwrap().last_index;
+    for id in &rest {
+        c.sms[id].flush(1);
+    }
+    let l = c.leader(1, &rest)?;
+    // The follower compacts to its flush; the leader keeps the lagger's part.
+    let follower = *rest.iter().find(|i| **i != l).unwrap();
+    c.until("the other follower's log compaction", |c| {
+        c.status(follower, 1)
+            .is_some_and(|s| s.first_index > lagger_last + 1)
+    })?;
+    for _ in 0..20 {
+        c.tick();
+    }
+    let first = c.status(l, 1).unwrap().first_index;
+    assert!(
+        first <= lagger_last + 1,
+        "the leader compacted to {first} past the lagger's {lagger_last}"
+    );
+    c.net.recover();
+    c.wait_applied(1, &c.ids, &expected)?;
+    assert_eq!(c.sms[&lagger].restores(1), 0, "caught up by a snapshot");
+    // Once it has caught up, the leader compacts to its flush again.
+    for id in &c.ids {
+        c.sms[id].flush(1);
+    }
+    c.until("the leader's log compaction after the catch-up", |c| {
+        c.status(l, 1)
+            .is_some_and(|s| s.first_index > lagger_last + 1)
     })?;
     Ok(())
 }

@@ -41,7 +41,11 @@ fn leave_behind(
 #[test]
 fn a_failing_restore_stalls_its_shard_only_and_is_retried() -> anyhow::Result<()> {
     // One poll thread; shards 1 and 3 also share apply thread 1 of 2.
-    let c = Cluster::with(3, |cfg| cfg.poll_threads = 1)?;
+    // No log kept for lagging followers, so the lagger needs a snapshot.
+    let c = Cluster::with(3, |cfg| {
+        cfg.poll_threads = 1;
+        cfg.follower_log_retention_bytes = 0;
+    })?;
     let (stuck, other) = (1, 3);
     c.bootstrap(stuck, &c.ids)?;
     c.bootstrap(other, &c.ids)?;
