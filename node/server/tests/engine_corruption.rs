@@ -14,7 +14,7 @@ mod support;
 
 use anyhow::{bail, ensure, Context, Result};
 use shardhouse_test_support::node_client::query_i64;
-use shardhouse_test_support::LocalCluster;
+use shardhouse_test_support::{eventually, LocalCluster};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use support::*;
@@ -83,7 +83,7 @@ async fn damaged_replica_is_rebuilt(name: &str, damage: Damage, reason: &str) ->
         );
     }
     let http = c.node(DAMAGED).http.clone();
-    wait_for(Duration::from_secs(30), || async {
+    eventually("the replica rebuilt", Duration::from_secs(30), || async {
         let rebuilt = log_lines(&dir, &["replica rebuilt from its leader's snapshot"]);
         let damaged = metric(&http, "shardhouse_engine_damaged_shards", "").await?;
         Ok((!rebuilt.is_empty() && damaged == 0.0).then_some(()))
@@ -164,7 +164,7 @@ async fn with_no_other_replica_a_damaged_shard_is_refused_and_health_says_why() 
         }
     }
     let dir = c.node(NODE).data_dir.clone();
-    wait_for(Duration::from_secs(5), || async {
+    eventually("the log line", Duration::from_secs(5), || async {
         Ok((!log_lines(&dir, &["cannot be rebuilt"]).is_empty()).then_some(()))
     })
     .await
@@ -176,9 +176,11 @@ async fn with_no_other_replica_a_damaged_shard_is_refused_and_health_says_why() 
 /// The data file of the first part of measurement `m` of shard `SHARD` in
 /// the engine directory `engine`, once one is flushed.
 async fn part_file(engine: &Path, timeout: Duration) -> Result<PathBuf> {
-    wait_for(timeout, || async { Ok(first_part_file(engine)) })
-        .await
-        .with_context(|| format!("no part of `m` flushed under {}", engine.display()))
+    eventually("a flushed part", timeout, || async {
+        Ok(first_part_file(engine))
+    })
+    .await
+    .with_context(|| format!("no part of `m` flushed under {}", engine.display()))
 }
 
 /// `<engine>/data/shard_0000_<key>/m/<part>/data.bin` (compact parts; a
@@ -234,20 +236,4 @@ fn damage_file(file: &Path, damage: Damage) -> Result<String> {
         .context("a part directory")?
         .to_string_lossy()
         .to_string())
-}
-
-/// Polls `check` until it gives a value or `timeout` passes.
-async fn wait_for<T, F, Fut>(timeout: Duration, mut check: F) -> Result<T>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<Option<T>>>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = check().await? {
-            return Ok(v);
-        }
-        ensure!(Instant::now() < deadline, "gave up after {timeout:?}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
