@@ -16,7 +16,7 @@
 
 use shardhouse_common::lineproto::{self, FieldParser, Precision, SeriesParser};
 use shardhouse_common::series::series_id_of_key;
-use shardhouse_router::batch::RequestBatch;
+use shardhouse_router::batch::{wire_tables, RequestBatch};
 use shardhouse_router::cardinality::{Cardinality, DbSeries};
 use std::collections::HashMap;
 use std::hint::black_box;
@@ -229,7 +229,11 @@ fn pass_full(bodies: &[Vec<u8>], db: &DbSeries) -> usize {
         let (batches, summary) = b.finish().unwrap();
         assert_eq!(summary.rejected, 0);
         n += summary.points;
-        black_box(batches);
+        // Each table as its own write, as a request alone on its shards
+        // is sent (the router encodes when the shard's write leaves).
+        for sb in &batches {
+            black_box(wire_tables(&[sb]).unwrap());
+        }
     }
     n
 }

@@ -1,5 +1,8 @@
 //! Column-first batching: points go straight into per-(shard, measurement)
-//! column builders, then each builder becomes one Arrow IPC stream.
+//! column builders, then each builder becomes one Arrow batch of points and
+//! one of series; they are encoded as Arrow IPC when the shard's write
+//! leaves ([`wire_tables`]), together with the other requests coalesced
+//! into that write.
 //!
 //! The hot path (a line of a series already seen in this request) costs one
 //! scan of the line, one XXH3 of the raw series bytes and a hash-map probe,
@@ -17,9 +20,11 @@ mod columns;
 mod encode;
 mod state;
 
+pub use encode::wire_tables;
+
 use crate::cardinality::DbSeries;
 use crate::error::Result;
-use bytes::Bytes;
+use arrow_array::RecordBatch;
 use shardhouse_common::lineproto::{
     self, FieldParser, FieldValue, LineProtocolError, Precision, SeriesParser,
 };
@@ -28,7 +33,7 @@ pub(crate) use state::IdentityHasher;
 use state::{BatchState, MeasurementSchema};
 use xxhash_rust::xxh3::xxh3_64;
 
-/// One Arrow batch ready for `Node.Write`.
+/// One request's rows of one (shard, table), ready for `Node.Write`.
 #[derive(Debug, Clone)]
 pub struct ShardBatch {
     pub shard: u32,
@@ -37,8 +42,12 @@ pub struct ShardBatch {
     /// The table: a measurement, or `_samples` (Prometheus).
     pub measurement: String,
     pub rows: usize,
-    pub points_ipc: Bytes,
-    pub series_ipc: Bytes,
+    /// Points in the wire's points schema (time, series_id, fields).
+    pub points: RecordBatch,
+    /// The series of the points, in the wire's series schema.
+    pub series: RecordBatch,
+    /// Memory of both batches: what the in-flight byte budgets count.
+    pub bytes: usize,
 }
 
 /// Why points of a request were rejected (first one is reported).
@@ -322,7 +331,7 @@ impl<'a> RequestBatch<'a> {
         self.state.slots.len()
     }
 
-    /// Encodes every (shard, measurement) builder as Arrow IPC streams.
+    /// Every (shard, measurement) builder as Arrow batches.
     pub fn finish(mut self) -> Result<(Vec<ShardBatch>, BatchSummary)> {
         let summary = self.summary();
         let st = &mut self.state;

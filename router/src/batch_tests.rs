@@ -187,7 +187,9 @@ fn actual(body: &[u8]) -> Outcome {
         .map(|sb| {
             use arrow_array::cast::AsArray;
             use arrow_array::types::{TimestampNanosecondType, UInt64Type};
-            let points = decode(&sb.points_ipc);
+            // Through the wire, as a node receives it.
+            let wire = wire_tables(&[sb]).expect("encodes");
+            let points = decode(&wire[0].points_ipc);
             assert_eq!(points.num_rows(), sb.rows);
             let schema = points.schema();
             // The wire's points schema for this table's fields, exactly.
@@ -196,7 +198,7 @@ fn actual(body: &[u8]) -> Outcome {
                 schema,
                 wire::points_schema(fields.map(|f| (f.name().as_str(), f.data_type().clone())))
             );
-            let series = decode(&sb.series_ipc);
+            let series = decode(&wire[0].series_ipc);
             assert_eq!(series.schema(), wire::series_schema());
             let ids = series.column(0).as_primitive::<UInt64Type>();
             let names = series.column(1).as_string::<i32>();
@@ -471,4 +473,49 @@ fn reserved_admission_keeps_the_limit_and_counts_each_series_once() {
         assert_eq!(b.summary().points, 5);
     }
     assert_eq!(db.len(), 3);
+}
+
+/// The batches of one request body on one shard, for the database `db`.
+fn one_shard_batches(body: &[u8]) -> Vec<ShardBatch> {
+    let mut b = RequestBatch::new(1, Precision::Nanosecond, DEFAULT_TIME, None);
+    b.add_line_protocol(body);
+    let (mut batches, summary) = b.finish().expect("finish");
+    assert_eq!(summary.rejected, 0);
+    for sb in &mut batches {
+        sb.database = "db".into();
+    }
+    batches
+}
+
+#[test]
+fn a_coalesced_write_carries_one_table_per_table_and_field_set() {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::TimestampNanosecondType;
+    let first = one_shard_batches(b"cpu,host=a v=1 1\ncpu,host=b v=2 2\n");
+    let other_fields = one_shard_batches(b"cpu,host=d w=4i 4\n");
+    let second = one_shard_batches(b"cpu,host=c v=3 3\n");
+    let mem = one_shard_batches(b"mem,host=a v=5 5\n");
+    let members: Vec<&ShardBatch> = first
+        .iter()
+        .chain(&other_fields)
+        .chain(&second)
+        .chain(&mem)
+        .collect();
+    let tables = wire_tables(&members).expect("encodes");
+    let names: Vec<&str> = tables.iter().map(|t| t.measurement.as_str()).collect();
+    assert_eq!(names, ["cpu", "cpu", "mem"]);
+    assert!(tables.iter().all(|t| t.database == "db"));
+    // The two requests with the same field set share one points batch, in
+    // the order they queued, and one series batch.
+    let points = decode(&tables[0].points_ipc);
+    let times = points.column(0).as_primitive::<TimestampNanosecondType>();
+    assert_eq!(times.values().to_vec(), [1, 2, 3]);
+    assert_eq!(decode(&tables[0].series_ipc).num_rows(), 3);
+    let other = decode(&tables[1].points_ipc);
+    assert_eq!(other.num_rows(), 1);
+    assert_eq!(other.schema().field(2).name(), "w");
+    assert_eq!(decode(&tables[2].points_ipc).num_rows(), 1);
+    // A request alone is sent as the stream it always was.
+    let alone = wire_tables(&[&second[0]]).expect("encodes");
+    assert_eq!(decode(&alone[0].points_ipc), second[0].points);
 }

@@ -197,7 +197,7 @@ impl Cluster {
     pub fn reserve(&self, batches: &[ShardBatch]) -> Result<Vec<OwnedSemaphorePermit>> {
         let mut per_shard: HashMap<u32, usize> = HashMap::new();
         for b in batches {
-            *per_shard.entry(b.shard).or_default() += b.points_ipc.len() + b.series_ipc.len();
+            *per_shard.entry(b.shard).or_default() += b.bytes;
         }
         let mut permits = Vec::with_capacity(per_shard.len());
         for (shard, bytes) in per_shard {

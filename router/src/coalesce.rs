@@ -33,10 +33,7 @@ pub struct Pending {
 
 impl Pending {
     pub fn bytes(&self) -> usize {
-        self.batches
-            .iter()
-            .map(|b| b.points_ipc.len() + b.series_ipc.len())
-            .sum()
+        self.batches.iter().map(|b| b.bytes).sum()
     }
 }
 

@@ -5,8 +5,9 @@
 use super::*;
 use crate::batch::RejectReason;
 use crate::cardinality::Cardinality;
-use bytes::Bytes;
+use arrow_array::RecordBatch;
 use shardhouse_common::shard_map::{NodeInfo, ShardMap};
+use shardhouse_common::wire;
 
 const RETRY_AFTER: Duration = Duration::from_secs(3);
 
@@ -18,15 +19,19 @@ fn options(max_inflight_bytes: usize) -> RouterOptions {
     }
 }
 
-/// A shard batch of `bytes` bytes of (fake) IPC.
+/// A shard batch that counts `bytes` against the budgets.
 fn shard_batch(shard: u32, bytes: usize) -> ShardBatch {
     ShardBatch {
         shard,
         database: "db".into(),
         measurement: "cpu".into(),
         rows: 1,
-        points_ipc: Bytes::from(vec![0u8; bytes]),
-        series_ipc: Bytes::new(),
+        points: RecordBatch::new_empty(wire::points_schema(std::iter::empty::<(
+            &str,
+            arrow_schema::DataType,
+        )>())),
+        series: RecordBatch::new_empty(wire::series_schema()),
+        bytes,
     }
 }
 
@@ -84,7 +89,7 @@ fn split_puts_every_good_point_in_a_shard_batch_of_the_database() {
     for b in &split.batches {
         assert_eq!(b.database, "metrics");
         assert!(b.shard < 4, "shard {}", b.shard);
-        assert!(!b.points_ipc.is_empty() && !b.series_ipc.is_empty());
+        assert!(b.points.num_rows() > 0 && b.series.num_rows() > 0);
     }
     let mut tables: Vec<&str> = split
         .batches

@@ -1,6 +1,7 @@
-//! A request's tables as the bytes of `Node.Write`: each (shard,
-//! measurement) table becomes a points batch and a series batch in the
-//! wire format (`shardhouse_common::wire`), each an Arrow IPC stream.
+//! A request's tables in the wire format (`shardhouse_common::wire`): each
+//! (shard, measurement) table becomes a points batch and a series batch,
+//! and [`wire_tables`] turns the batches of one shard write (one request's
+//! or many coalesced ones') into the Arrow IPC streams of `Node.Write`.
 
 use super::columns::TableBuilder;
 use super::state::BatchState;
@@ -9,6 +10,7 @@ use crate::error::{Error, Result};
 use arrow_array::{RecordBatch, StringArray, UInt64Array};
 use arrow_buffer::{Buffer, OffsetBuffer, ScalarBuffer};
 use bytes::Bytes;
+use shardhouse_common::proto::TableBatch;
 use shardhouse_common::wire;
 
 impl BatchState<'_> {
@@ -29,7 +31,6 @@ impl BatchState<'_> {
             fields,
         )
         .map_err(|e| Error::Internal(format!("building points batch: {e}")))?;
-        let points_ipc = encode_ipc(&points)?;
 
         // One raw spelling per slot: tag orders that differ in the text
         // but not in the series share an id; list each series once. Without
@@ -82,14 +83,57 @@ impl BatchState<'_> {
             database: String::new(),
             measurement: m.clone(),
             rows,
-            points_ipc,
-            series_ipc: encode_ipc(&series)?,
+            bytes: points.get_array_memory_size() + series.get_array_memory_size(),
+            points,
+            series,
         }))
     }
 }
 
-fn encode_ipc(batch: &RecordBatch) -> Result<Bytes> {
-    wire::encode_batch(batch)
-        .map(Bytes::from)
-        .map_err(|e| Error::Internal(format!("arrow ipc: {e}")))
+/// The tables of one `Node.Write` carrying `batches` (one shard's share of
+/// one request, or of every request coalesced into the write): batches of
+/// the same database, table and field set become ONE table, its points
+/// and its series each one batch in one Arrow IPC stream, in the order the
+/// batches came. With small requests a coalesced write held one table per
+/// request, and every replica paid the per-batch costs (decode, align, tag
+/// index, buffer, flush) for each; encoding per request was the router's
+/// largest cost after HTTP.
+pub fn wire_tables(batches: &[&ShardBatch]) -> Result<Vec<TableBatch>> {
+    let mut groups: Vec<Vec<&ShardBatch>> = Vec::new();
+    for &b in batches {
+        let same = |g: &&mut Vec<&ShardBatch>| {
+            let first = g[0];
+            first.database == b.database
+                && first.measurement == b.measurement
+                && first.points.schema_ref() == b.points.schema_ref()
+        };
+        match groups.iter_mut().find(same) {
+            Some(g) => g.push(b),
+            None => groups.push(vec![b]),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|g| {
+            let first = g[0];
+            Ok(TableBatch {
+                measurement: first.measurement.clone(),
+                database: first.database.clone(),
+                points_ipc: encode_ipc(g.iter().map(|b| &b.points))?,
+                series_ipc: encode_ipc(g.iter().map(|b| &b.series))?,
+            })
+        })
+        .collect()
+}
+
+/// One IPC stream of one batch: the batches (all of one schema) together.
+fn encode_ipc<'a>(batches: impl Iterator<Item = &'a RecordBatch> + Clone) -> Result<Bytes> {
+    let err = |e| Error::Internal(format!("arrow ipc: {e}"));
+    let first = batches.clone().next().expect("a table has a batch");
+    let one = if batches.clone().nth(1).is_none() {
+        first.clone()
+    } else {
+        arrow_select::concat::concat_batches(first.schema_ref(), batches).map_err(err)?
+    };
+    wire::encode_batch(&one).map(Bytes::from).map_err(err)
 }

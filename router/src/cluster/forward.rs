@@ -4,7 +4,7 @@
 //! replicas (`request_path::LeaderRetry`) until the request deadline.
 
 use super::Cluster;
-use crate::batch::ShardBatch;
+use crate::batch::{self, ShardBatch};
 use crate::coalesce::{self, Pending};
 use crate::error::{Error, Result};
 use crate::metrics;
@@ -19,7 +19,8 @@ use tokio::time::Instant;
 
 impl Cluster {
     /// Writes table batches of one shard as ONE Node.Write (one Raft
-    /// entry) to the shard leader, following `NotLeader` hints and trying
+    /// entry; the batches of one table as one, `batch::wire_tables`) to the
+    /// shard leader, following `NotLeader` hints and trying
     /// other replicas until `deadline`.
     async fn write_tables(
         &self,
@@ -29,6 +30,7 @@ impl Cluster {
         deadline: Instant,
     ) -> Result<()> {
         let _t = metrics::FORWARD_SECONDS.start_timer();
+        let tables = batch::wire_tables(batches)?;
         let mut map = self.shard_map()?;
         let mut target = self.first_target(&map, shard)?;
         let mut attempt: u32 = 0;
@@ -44,7 +46,7 @@ impl Cluster {
                 });
             }
             attempt += 1;
-            let req = write_request(shard, batches, request_id, map.epoch);
+            let req = write_request(shard, tables.clone(), request_id, map.epoch);
             let answer = self.call_write(&target.1, req, deadline).await;
             let backoff = match self.retry.after_answer(shard, attempt, &target, answer) {
                 Next::Committed => {
@@ -311,11 +313,10 @@ fn deadline_reason(last_failure: Option<&str>) -> String {
     }
 }
 
-/// The write of `batches` to `shard`: every table in `tables`, each with
-/// its database.
+/// The write of `tables` to `shard`, each table with its database.
 fn write_request(
     shard: u32,
-    batches: &[&ShardBatch],
+    tables: Vec<TableBatch>,
     request_id: &str,
     shard_map_epoch: u64,
 ) -> WriteRequest {
@@ -323,15 +324,7 @@ fn write_request(
         shard,
         request_id: request_id.to_owned(),
         shard_map_epoch,
-        tables: batches
-            .iter()
-            .map(|b| TableBatch {
-                measurement: b.measurement.clone(),
-                points_ipc: b.points_ipc.clone(),
-                series_ipc: b.series_ipc.clone(),
-                database: b.database.clone(),
-            })
-            .collect(),
+        tables,
         ..WriteRequest::default()
     }
 }
