@@ -1,7 +1,8 @@
 //! Raft traffic between nodes: one long-lived client-streaming `Raft.Send`
 //! call per peer, fed by a bounded queue. Everything queued for a peer while
-//! a batch was being sent goes out as the next single `RaftBatch`, so many
-//! shards' messages share one gRPC message. When a peer is down, messages
+//! a batch was being sent goes out as the next `RaftBatch`es (each at most
+//! `MAX_BATCH_BYTES` unless one message is larger), so many shards'
+//! messages share one gRPC message. When a peer is down, messages
 //! are dropped (Raft retransmits) and the WAL is told the peer is unreachable
 //! so its leaders probe instead of streaming appends into the void.
 
@@ -121,16 +122,70 @@ impl Inner {
     }
 }
 
-fn encode(from: NodeId, msgs: Outbox, batch: &mut RaftBatch, bytes: &mut usize) {
-    batch.from_node = from;
-    for (shard, msg) in msgs {
-        match msg.write_to_bytes() {
-            Ok(b) => {
-                *bytes += b.len();
-                batch.messages.push(RaftEnvelope { shard, message: b });
-            }
-            Err(e) => tracing::error!(shard, error = %e, "cannot encode raft message; dropped"),
+/// Batches of encoded Raft messages for one peer, each closed once it holds
+/// `limit` bytes: a catching-up follower can be owed hundreds of appends in
+/// one Ready (up to `max_inflight_msgs` x `max_size_per_msg`), and one
+/// gRPC message that large failed to encode and reset the stream again and
+/// again, so the follower never caught up (the soak after log retention).
+struct Packer {
+    from: NodeId,
+    limit: usize,
+    /// Full batches, oldest first, and the one being filled with its size.
+    full: Vec<RaftBatch>,
+    open: RaftBatch,
+    open_bytes: usize,
+}
+
+impl Packer {
+    fn new(from: NodeId, limit: usize) -> Packer {
+        Packer {
+            from,
+            limit,
+            full: Vec::new(),
+            open: RaftBatch {
+                from_node: from,
+                ..Default::default()
+            },
+            open_bytes: 0,
         }
+    }
+
+    fn add(&mut self, msgs: Outbox) {
+        for (shard, msg) in msgs {
+            let b = match msg.write_to_bytes() {
+                Ok(b) => b,
+                Err(e) => {
+                    tracing::error!(shard, error = %e, "cannot encode raft message; dropped");
+                    continue;
+                }
+            };
+            if self.open_bytes > 0 && self.open_bytes + b.len() > self.limit {
+                self.close();
+            }
+            self.open_bytes += b.len();
+            self.open.messages.push(RaftEnvelope { shard, message: b });
+        }
+    }
+
+    fn close(&mut self) {
+        let next = RaftBatch {
+            from_node: self.from,
+            ..Default::default()
+        };
+        self.full.push(std::mem::replace(&mut self.open, next));
+        self.open_bytes = 0;
+    }
+
+    /// Room for more before the current batch is sent.
+    fn has_room(&self) -> bool {
+        self.full.is_empty() && self.open_bytes < self.limit
+    }
+
+    fn finish(mut self) -> Vec<RaftBatch> {
+        if !self.open.messages.is_empty() {
+            self.close();
+        }
+        self.full
     }
 }
 
@@ -196,21 +251,72 @@ async fn run_peer(inner: Arc<Inner>, to: NodeId, mut rx: mpsc::Receiver<Outbox>)
                     }
                 },
             };
-            let mut batch = RaftBatch::default();
-            let mut bytes = 0usize;
-            encode(inner.node_id, msgs, &mut batch, &mut bytes);
-            while bytes < MAX_BATCH_BYTES {
+            let mut packer = Packer::new(inner.node_id, MAX_BATCH_BYTES);
+            packer.add(msgs);
+            while packer.has_room() {
                 match rx.try_recv() {
-                    Ok(more) => encode(inner.node_id, more, &mut batch, &mut bytes),
+                    Ok(more) => packer.add(more),
                     Err(_) => break,
                 }
             }
-            if batch_tx.send(batch).await.is_err() {
+            let mut closed = false;
+            for batch in packer.finish() {
+                if batch_tx.send(batch).await.is_err() {
+                    closed = true;
+                    break;
+                }
+            }
+            if closed {
                 tracing::info!(peer = to, "raft stream closed; reconnecting");
                 break;
             }
         }
         call.abort();
         tokio::time::sleep(backoff).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(bytes: usize) -> Message {
+        let mut m = Message::default();
+        m.set_context(vec![7u8; bytes].into());
+        m
+    }
+
+    #[test]
+    fn a_large_outbox_is_cut_into_bounded_batches_in_order() {
+        let mut p = Packer::new(9, 1000);
+        // 10 messages of ~300 bytes: 3 per batch.
+        p.add((0..10).map(|i| (i, msg(300))).collect());
+        assert!(!p.has_room());
+        let batches = p.finish();
+        assert_eq!(batches.len(), 4);
+        let shards: Vec<ShardId> = batches
+            .iter()
+            .flat_map(|b| b.messages.iter().map(|e| e.shard))
+            .collect();
+        assert_eq!(shards, (0..10).collect::<Vec<_>>());
+        for b in &batches {
+            assert_eq!(b.from_node, 9);
+            let bytes: usize = b.messages.iter().map(|e| e.message.len()).sum();
+            assert!(bytes <= 1000, "batch of {bytes} bytes");
+        }
+    }
+
+    #[test]
+    fn a_message_over_the_limit_goes_alone_and_small_ones_share() {
+        let mut p = Packer::new(1, 1000);
+        p.add(vec![(1, msg(10)), (2, msg(5000)), (3, msg(10))]);
+        let batches = p.finish();
+        let sizes: Vec<usize> = batches.iter().map(|b| b.messages.len()).collect();
+        assert_eq!(sizes, vec![1, 1, 1]);
+        let mut p = Packer::new(1, 1000);
+        p.add(vec![(1, msg(10)), (2, msg(10))]);
+        assert!(p.has_room());
+        assert_eq!(p.finish().len(), 1);
+        assert!(Packer::new(1, 1000).finish().is_empty());
     }
 }

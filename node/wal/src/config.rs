@@ -102,7 +102,10 @@ impl Default for WalConfig {
             apply_threads: 2,
             propose_timeout: Duration::from_secs(10),
             max_size_per_msg: 4 << 20,
-            max_inflight_msgs: 256,
+            // With log retention a catching-up follower is sent appends
+            // from the log; this bounds what one Ready reads and queues for
+            // it (x max_size_per_msg = 256 MiB).
+            max_inflight_msgs: 64,
             entry_cache_bytes_per_shard: 32 << 20,
             write_buffer_bytes: 256 << 20,
             sst_bytes_per_sync: 1 << 20,

@@ -152,11 +152,11 @@ fn partitioned_leader_steps_down_and_cannot_commit() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A replica further behind than the leader keeps log for is sent a
-/// snapshot (retention off here: every lagger is "too far").
-#[test]
-fn lagging_replica_catches_up_by_snapshot() -> anyhow::Result<()> {
-    let c = Cluster::with(3, |cfg| cfg.follower_log_retention_bytes = 0)?;
+/// Shard 1 on three nodes: 5 entries everywhere, then a follower is
+/// isolated and 40 more are committed and flushed without it. Returns the
+/// lagger, the others, the lagger's last index and every payload.
+#[allow(clippy::type_complexity)]
+fn write_past_a_lagger(c: &Cluster) -> anyhow::Result<(NodeId, Vec<NodeId>, u64, Vec<Vec<u8>>)> {
     c.bootstrap(1, &c.ids)?;
     let leader = c.leader(1, &c.ids)?;
     let lagger = *c.ids.iter().find(|i| **i != leader).unwrap();
@@ -168,7 +168,6 @@ fn lagging_replica_catches_up_by_snapshot() -> anyhow::Result<()> {
         expected.push(d);
     }
     c.wait_applied(1, &c.ids, &expected)?;
-
     c.net.isolate(lagger);
     for i in 0..40 {
         let d = payload("late", i);
@@ -177,11 +176,19 @@ fn lagging_replica_catches_up_by_snapshot() -> anyhow::Result<()> {
     }
     c.wait_applied(1, &rest, &expected)?;
     let lagger_last = c.status(lagger, 1).unwrap().last_index;
-    // Flush on the connected replicas; compaction then drops the entries
-    // the lagging replica would need.
     for id in &rest {
         c.sms[id].flush(1);
     }
+    Ok((lagger, rest, lagger_last, expected))
+}
+
+/// A replica further behind than the leader keeps log for is sent a
+/// snapshot (retention off here: every lagger is "too far").
+#[test]
+fn lagging_replica_catches_up_by_snapshot() -> anyhow::Result<()> {
+    let c = Cluster::with(3, |cfg| cfg.follower_log_retention_bytes = 0)?;
+    // Compaction then drops the entries the lagging replica would need.
+    let (lagger, rest, lagger_last, mut expected) = write_past_a_lagger(&c)?;
     let l = c.leader(1, &rest)?;
     c.until("leader log compaction past the lagging replica", |c| {
         c.status(l, 1)
@@ -321,28 +328,7 @@ fn single_voter_restarts_after_log_compaction() -> anyhow::Result<()> {
 #[test]
 fn a_replica_a_little_behind_catches_up_from_the_log() -> anyhow::Result<()> {
     let c = Cluster::new(3)?;
-    c.bootstrap(1, &c.ids)?;
-    let leader = c.leader(1, &c.ids)?;
-    let lagger = *c.ids.iter().find(|i| **i != leader).unwrap();
-    let rest: Vec<NodeId> = c.ids.iter().copied().filter(|i| *i != lagger).collect();
-    let mut expected = Vec::new();
-    for i in 0..5 {
-        let d = payload("early", i);
-        c.propose(1, d.clone(), &c.ids)?;
-        expected.push(d);
-    }
-    c.wait_applied(1, &c.ids, &expected)?;
-    c.net.isolate(lagger);
-    for i in 0..40 {
-        let d = payload("late", i);
-        c.propose(1, d.clone(), &rest)?;
-        expected.push(d);
-    }
-    c.wait_applied(1, &rest, &expected)?;
-    let lagger_last = c.status(lagger, 1).unwrap().last_index;
-    for id in &rest {
-        c.sms[id].flush(1);
-    }
+    let (lagger, rest, lagger_last, expected) = write_past_a_lagger(&c)?;
     let l = c.leader(1, &rest)?;
     // The follower compacts to its flush; the leader keeps the lagger's part.
     let follower = *rest.iter().find(|i| **i != l).unwrap();
