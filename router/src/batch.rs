@@ -29,7 +29,6 @@ use shardhouse_common::lineproto::{
     self, FieldParser, FieldValue, LineProtocolError, Precision, SeriesParser,
 };
 use shardhouse_common::names::{self, NameError, SAMPLES_TABLE};
-pub(crate) use state::IdentityHasher;
 use state::{BatchState, MeasurementSchema};
 use xxhash_rust::xxh3::xxh3_64;
 

@@ -17,17 +17,13 @@
 //! requests hold reservations: near the limit, a series may then be
 //! refused that would have fit a moment later.
 
-use crate::batch::IdentityHasher;
 use parking_lot::Mutex;
 use prometheus::IntGauge;
-use std::collections::{HashMap, HashSet};
-use std::hash::BuildHasherDefault;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-/// `series_id`s are XXH3 hashes already: the set uses them as they are
-/// (SipHash of every id cost more than the lookup at 1M series).
-type IdSet = HashSet<u64, BuildHasherDefault<IdentityHasher>>;
+use shardhouse_common::series::IdSet;
 
 /// Lock stripes of a database's set. Every point of a series new to its
 /// request is admitted here, from every request task at once: one lock for
@@ -200,7 +196,8 @@ mod tests {
         let admitted = ids.iter().filter(|&&id| db.admit(id)).count();
         assert_eq!(admitted, 100);
         assert_eq!(db.len(), 100);
-        let stripes: HashSet<usize> = ids[..100].iter().map(|&id| stripe_of(id)).collect();
+        let stripes: std::collections::HashSet<usize> =
+            ids[..100].iter().map(|&id| stripe_of(id)).collect();
         assert!(
             stripes.len() > 32,
             "ids reach many stripes: {}",

@@ -5,13 +5,14 @@
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use arrow_array::RecordBatch;
+use arrow_array::{Array, RecordBatch, UInt64Array};
 use arrow_schema::Schema;
+use arrow_select::filter::filter_record_batch;
 use bytes::Bytes;
 
 use crate::catalog;
 use crate::columns::align;
-use crate::engine::{Engine, Inner};
+use crate::engine::{Engine, Inner, ShardState};
 use crate::error::{EngineError, Result};
 use crate::layout::{self, FieldType, TableId, SERIES_TABLE};
 use crate::{ipc, metrics};
@@ -131,7 +132,7 @@ impl Inner {
         if index <= st.applied.load(Ordering::Acquire) {
             return Ok(Applied::Stored);
         }
-        let decoded = match self.decode_entry(shard, index, tables) {
+        let decoded = match self.decode_entry(&st, index, tables) {
             Ok(d) => d,
             Err(e) => {
                 st.applied.store(index, Ordering::Release);
@@ -162,13 +163,20 @@ impl Inner {
             st.applied.store(index, Ordering::Release);
             buf.max_index = index;
             buf.oldest.get_or_insert_with(Instant::now);
+            let mut known = st.known_series.lock();
             for (database, series) in decoded.series {
+                for b in &series {
+                    if let Some(ids) = b.column(0).as_any().downcast_ref::<UInt64Array>() {
+                        known.remember(database, ids.iter().flatten());
+                    }
+                }
                 let n: usize = series.iter().map(|b| b.num_rows()).sum();
                 if n > 0 {
                     let id = TableId::new(database, SERIES_TABLE);
                     buf.tables.entry(id).or_default().push(index, series, n);
                 }
             }
+            drop(known);
             buf.rows += rows;
             let mut largest = 0;
             for t in decoded.tables {
@@ -200,12 +208,16 @@ impl Inner {
 
     /// Decodes an entry's tables. Failures are properties of the entry's
     /// bytes, identical on every replica (they make the entry rejected).
+    /// Series rows this replica already holds are left out (see
+    /// known_series.rs): only which rows are stored differs between
+    /// replicas, never whether the entry is.
     fn decode_entry<'a>(
         &self,
-        shard: u32,
+        st: &ShardState,
         index: u64,
         tables: &[TableBatchRef<'a>],
     ) -> Result<DecodedEntry<'a>> {
+        let shard = st.shard;
         let series_schema = ipc::series_schema();
         let mut out = DecodedEntry {
             tables: Vec::with_capacity(tables.len()),
@@ -253,7 +265,11 @@ impl Inner {
             let (_, s) = self.streams.decode(t.series_ipc)?;
             let mut rows = Vec::new();
             for b in s.iter().filter(|b| b.num_rows() > 0) {
-                rows.push(crate::tag_index::index_batch(&align(b, &series_schema)?)?);
+                let wire = align(b, &series_schema)?;
+                let Some(new) = self.unknown_series(st, t.database, wire)? else {
+                    continue;
+                };
+                rows.push(crate::tag_index::index_batch(&new)?);
             }
             if !rows.is_empty() {
                 out.series.push((t.database, rows));
@@ -261,6 +277,36 @@ impl Inner {
             out.tables.push(decoded);
         }
         Ok(out)
+    }
+}
+
+impl Inner {
+    /// The rows of a wire series batch whose series this replica does not
+    /// hold yet (`None`: it holds them all).
+    fn unknown_series(
+        &self,
+        st: &ShardState,
+        database: &str,
+        wire: RecordBatch,
+    ) -> Result<Option<RecordBatch>> {
+        let Some(ids) = wire.column(0).as_any().downcast_ref::<UInt64Array>() else {
+            // Not ours to judge here: the tag index names the bad column.
+            return Ok(Some(wire));
+        };
+        let mask = st.known_series.lock().unknown_rows(database, ids);
+        let Some(mask) = mask else {
+            return Ok(Some(wire));
+        };
+        metrics::SERIES_ROWS_SKIPPED.inc_by(mask.false_count() as u64);
+        if mask.true_count() == 0 {
+            return Ok(None);
+        }
+        filter_record_batch(&wire, &mask)
+            .map(Some)
+            .map_err(|e| EngineError::InvalidBatch {
+                measurement: layout::SERIES_TABLE.into(),
+                reason: format!("filtering series rows: {e}"),
+            })
     }
 }
 

@@ -107,6 +107,8 @@ pub(crate) struct ShardState {
     /// Parts of this shard's copy found damaged (damage.rs); reads are
     /// refused until a snapshot replaces the copy.
     pub(crate) damage: Mutex<Vec<crate::damage::DamagedPart>>,
+    /// Series whose `_series` rows this replica holds (known_series.rs).
+    pub(crate) known_series: Mutex<crate::known_series::KnownSeries>,
 }
 
 impl ShardState {
@@ -125,6 +127,7 @@ impl ShardState {
             queued: AtomicBool::new(false),
             failing: Mutex::new(None),
             damage: Mutex::new(Vec::new()),
+            known_series: Mutex::new(Default::default()),
         }
     }
 }

@@ -20,6 +20,7 @@ pub mod error;
 pub mod exit;
 mod flush;
 pub mod ipc;
+pub mod known_series;
 pub mod layout;
 mod lifecycle;
 pub mod loader;

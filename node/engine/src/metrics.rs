@@ -77,6 +77,14 @@ pub static UNSTORABLE_TABLES_SKIPPED: LazyLock<IntCounter> = LazyLock::new(|| {
     .expect("register shardhouse_engine_unstorable_tables_skipped_total")
 });
 
+pub static SERIES_ROWS_SKIPPED: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter!(
+        "shardhouse_engine_series_rows_skipped_total",
+        "Series rows of applied entries left out because this replica already holds the series' _series row"
+    )
+    .expect("register shardhouse_engine_series_rows_skipped_total")
+});
+
 pub static RETENTION_PARTITIONS_DROPPED: LazyLock<IntCounter> = LazyLock::new(|| {
     register_int_counter!(
         "shardhouse_engine_retention_partitions_dropped_total",
@@ -105,6 +113,7 @@ pub fn register() {
     LazyLock::force(&FLUSH_FAILING_SHARDS);
     LazyLock::force(&FLUSH_FAILURES_TOTAL);
     LazyLock::force(&UNSTORABLE_TABLES_SKIPPED);
+    LazyLock::force(&SERIES_ROWS_SKIPPED);
     LazyLock::force(&RETENTION_PARTITIONS_DROPPED);
     LazyLock::force(&DAMAGED_SHARDS);
 }
@@ -127,6 +136,7 @@ mod tests {
             "shardhouse_engine_flush_failing_shards",
             "shardhouse_engine_flush_failures_total",
             "shardhouse_engine_unstorable_tables_skipped_total",
+            "shardhouse_engine_series_rows_skipped_total",
             "shardhouse_engine_damaged_shards",
         ] {
             assert!(

@@ -231,6 +231,9 @@ impl Inner {
                 }
             }
         }
+        // A drop or delete may remove `_series` rows: what this replica
+        // believed it holds is stale from here (even if the op fails).
+        st.known_series.lock().clear();
         self.run_op(&mut conn, &st, index, op)?;
         self.ensure_shard(&mut conn, &st)?;
         self.sync_parts()?;

@@ -167,6 +167,7 @@ impl Inner {
         st.tables.lock().clear();
         st.databases.lock().clear();
         st.catalog.write().clear();
+        st.known_series.lock().clear();
         Ok(())
     }
 }

@@ -11,30 +11,9 @@ use shardhouse_common::names;
 use shardhouse_common::series::series_id_of_key;
 use shardhouse_common::shard::jump_hash;
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use xxhash_rust::xxh3::xxh3_64;
 
-/// Hasher for keys that are already hashes (XXH3 of the raw series, a
-/// `series_id`).
-#[derive(Default)]
-pub(crate) struct IdentityHasher(u64);
-
-impl Hasher for IdentityHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        // Only u64 keys are used; fold anything else in for safety.
-        for &b in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(b);
-        }
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = v;
-    }
-}
-
-pub(super) type IdentityMap<V> = HashMap<u64, V, BuildHasherDefault<IdentityHasher>>;
+pub(super) type IdentityMap<V> = shardhouse_common::series::IdMap<V>;
 
 /// Key of a (shard, measurement) table in an [`IdentityMap`]: the pair,
 /// spread over all 64 bits by a multiplication so the map's buckets and

@@ -113,3 +113,85 @@ fn an_unstorable_table_in_an_old_entry_is_skipped_and_the_rest_kept() {
         ["1"]
     );
 }
+
+/// A router lists a request's series in every entry it sends; a replica
+/// stores a series' `_series` row once (the rows of later entries add
+/// nothing to the set), and stores it again after a storage operation may
+/// have removed it.
+#[test]
+fn a_series_row_is_stored_once_until_an_operation_may_remove_it() {
+    use shardhouse_common::proto::{storage_op, DeletePoints, StorageOp};
+    use shardhouse_engine::metrics::SERIES_ROWS_SKIPPED;
+    use shardhouse_engine::testdata::encode_series;
+    use shardhouse_test_support::arrow::scalar_u64;
+
+    let e = engine();
+    let shard = 57;
+    let write = |index: u64, rows: &[(u64, &str, &str)]| {
+        let pts: Vec<PointRow> = rows
+            .iter()
+            .map(|&(id, _, _)| PointRow::new(id, index as i64).field("v", f(index as f64)))
+            .collect();
+        let applied = e.apply_tables(
+            shard,
+            index,
+            &[TableBatchRef {
+                database: "db",
+                measurement: "cpu",
+                points_ipc: &Bytes::from(points(&pts)),
+                series_ipc: &Bytes::from(encode_series(rows).expect("encode series")),
+            }],
+        );
+        assert!(matches!(applied, Ok(Applied::Stored)), "{applied:?}");
+        // A flush per entry: each entry's rows reach their own part, so
+        // rows sent again would show before any merge.
+        e.flush_all().expect("flush");
+    };
+    let rows_of = |sql: &str| scalar_u64(&e.query(shard, "db", sql).expect(sql));
+    let both = [(1, "cpu", "cpu,host=a"), (2, "cpu", "cpu,host=b")];
+    let skipped_before = SERIES_ROWS_SKIPPED.get();
+    write(1, &both);
+    write(2, &both);
+    write(3, &[(2, "cpu", "cpu,host=b"), (3, "cpu", "cpu,host=c")]);
+    assert!(
+        SERIES_ROWS_SKIPPED.get() - skipped_before >= 3,
+        "entries 2 and 3 repeat 3 series rows"
+    );
+    assert_eq!(
+        rows_of("SELECT count() FROM _series"),
+        3,
+        "one row per series"
+    );
+    assert_eq!(
+        rows_of("SELECT count() FROM cpu FINAL"),
+        6,
+        "every point stored"
+    );
+    assert_eq!(
+        rows_of("SELECT count() FROM _series WHERE tags['host'] = 'c'"),
+        1,
+        "a series new to a later entry is stored with its tags"
+    );
+
+    // DROP SERIES FROM cpu removes every `_series` row of cpu; the next
+    // write of series 1 must store its row again.
+    let drop = StorageOp {
+        op: Some(storage_op::Op::DeletePoints(DeletePoints {
+            database: "db".into(),
+            measurement: "cpu".into(),
+            min_time_ns: i64::MIN,
+            max_time_ns: i64::MAX,
+            predicate: None,
+            drop_series: true,
+        })),
+    };
+    let applied = e.apply_op(shard, 4, &drop);
+    assert!(matches!(applied, Ok(Applied::Stored)), "{applied:?}");
+    assert_eq!(rows_of("SELECT count() FROM _series FINAL"), 0);
+    write(5, &both[..1]);
+    assert_eq!(
+        rows_of("SELECT count() FROM _series FINAL WHERE series_id = 1 AND tags['host'] = 'a'"),
+        1,
+        "the series row written after the drop is stored again"
+    );
+}

@@ -41,15 +41,9 @@ fn export_import_and_drop_a_shard() {
     let (idx, bytes) = e.export_shard(src).unwrap();
     assert_eq!(idx, 10);
     // The destination had other data: import replaces it.
-    e.apply(
-        dst,
-        1,
-        "db",
-        "disk",
-        &encode_points("disk", &[PointRow::new(1, 1).field("u", f(1.0))]).unwrap(),
-        &[],
-    )
-    .unwrap();
+    let disk = encode_points("disk", &[PointRow::new(1, 1).field("u", f(1.0))]).unwrap();
+    let disk_series = encode_series(&[(1, "disk", "disk,h=9")]).unwrap();
+    e.apply(dst, 1, "db", "disk", &disk, &disk_series).unwrap();
     e.flush_all().unwrap();
     e.import_shard(dst, idx, &bytes).unwrap();
     assert_eq!(e.flushed_index(dst), 10);
@@ -80,6 +74,11 @@ fn export_import_and_drop_a_shard() {
     apply_cpu_point(e, dst, 11, (9, 9), 1.0);
     e.flush_all().unwrap();
     assert_eq!(count_final(e, dst, "cpu"), 301);
+    // The import removed the series the destination held before: written
+    // again, its `_series` row is stored again (not taken as held).
+    e.apply(dst, 12, "db", "disk", &disk, &disk_series).unwrap();
+    e.flush_all().unwrap();
+    assert_eq!(count_final(e, dst, "_series"), 4);
     assert!(e.import_shard(dst, 1, b"garbage").is_err());
 
     e.drop_shard(src).unwrap();
