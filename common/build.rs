@@ -10,6 +10,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .bytes(".shardhouse.node.v1.WriteManyRequest")
         .bytes(".shardhouse.node.v1.TableBatch")
         .bytes(".shardhouse.node.v1.WalEntry")
+        // A snapshot (hundreds of MB) is cut into chunks that slice it.
+        .bytes(".shardhouse.node.v1.SnapshotChunk")
         .compile_protos(
             &[
                 "proto/shardhouse/node.proto",

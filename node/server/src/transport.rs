@@ -5,14 +5,22 @@
 //! messages share one gRPC message. When a peer is down, messages
 //! are dropped (Raft retransmits) and the WAL is told the peer is unreachable
 //! so its leaders probe instead of streaming appends into the void.
+//!
+//! Snapshots do not go on that stream: a shard's snapshot is its whole
+//! data (hundreds of MB after a few minutes of load, more than any gRPC
+//! message may be), so each is streamed on its own `Raft.InstallSnapshot`
+//! call in `SNAPSHOT_CHUNK_BYTES` chunks, and the WAL is told whether it
+//! arrived (`Wal::report_snapshot`): until then the leader sends that
+//! follower nothing else, instead of probing it, finding it behind and
+//! generating the snapshot again while the first is still in transit.
 
 use crate::directory::PeerDirectory;
 use parking_lot::Mutex;
 use protobuf::Message as _;
-use raft::eraftpb::Message;
+use raft::eraftpb::{Message, MessageType};
 use shardhouse_common::credential::{with_credential, ClusterToken};
 use shardhouse_common::proto::raft_client::RaftClient;
-use shardhouse_common::proto::{RaftBatch, RaftEnvelope};
+use shardhouse_common::proto::{RaftBatch, RaftEnvelope, SnapshotChunk};
 use shardhouse_wal::{NodeId, ShardId, Transport, Wal};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, OnceLock, Weak};
@@ -27,6 +35,8 @@ const PEER_QUEUE: usize = 4096;
 const MAX_BATCH_BYTES: usize = 32 << 20;
 /// gRPC message size limit for Raft traffic (appends carry Arrow batches).
 pub const MAX_RAFT_MESSAGE_BYTES: usize = 512 << 20;
+/// Snapshot data per `InstallSnapshot` chunk.
+const SNAPSHOT_CHUNK_BYTES: usize = 4 << 20;
 
 type Outbox = Vec<(ShardId, Message)>;
 
@@ -71,7 +81,22 @@ impl GrpcTransport {
 }
 
 impl Transport for GrpcTransport {
-    fn send(&self, to: NodeId, msgs: Vec<(ShardId, Message)>) {
+    fn send(&self, to: NodeId, mut msgs: Vec<(ShardId, Message)>) {
+        if msgs
+            .iter()
+            .any(|(_, m)| m.get_msg_type() == MessageType::MsgSnapshot)
+        {
+            let (snapshots, rest): (Vec<_>, Vec<_>) = msgs
+                .into_iter()
+                .partition(|(_, m)| m.get_msg_type() == MessageType::MsgSnapshot);
+            for (shard, msg) in snapshots {
+                let inner = Arc::clone(&self.inner);
+                self.inner
+                    .runtime
+                    .spawn(send_snapshot(inner, to, shard, msg));
+            }
+            msgs = rest;
+        }
         if msgs.is_empty() {
             return;
         }
@@ -98,6 +123,10 @@ impl Transport for GrpcTransport {
                 inner.report_unreachable(to, &dropped);
             });
         }
+    }
+
+    fn reports_snapshots(&self) -> bool {
+        true
     }
 }
 
@@ -186,6 +215,86 @@ impl Packer {
             self.close();
         }
         self.full
+    }
+}
+
+/// A snapshot message as `InstallSnapshot` chunks: the first carries the
+/// Raft message without its data, then the data in slices of at most
+/// `chunk_bytes` (no copy), the last one marked.
+fn snapshot_chunks(
+    from: NodeId,
+    shard: ShardId,
+    mut msg: Message,
+    chunk_bytes: usize,
+) -> Result<Vec<SnapshotChunk>, String> {
+    let data: bytes::Bytes = std::mem::take(&mut msg.mut_snapshot().data);
+    let header = msg.write_to_bytes().map_err(|e| e.to_string())?;
+    let chunk_bytes = chunk_bytes.max(1);
+    let mut chunks = Vec::with_capacity(1 + data.len() / chunk_bytes);
+    let mut at = 0;
+    loop {
+        let end = (at + chunk_bytes).min(data.len());
+        chunks.push(SnapshotChunk {
+            shard,
+            from_node: from,
+            raft_message: if at == 0 {
+                header.clone().into()
+            } else {
+                Default::default()
+            },
+            data: data.slice(at..end),
+            last: end == data.len(),
+        });
+        if end == data.len() {
+            return Ok(chunks);
+        }
+        at = end;
+    }
+}
+
+/// Streams one snapshot to `to` on its own call and tells the WAL whether
+/// the peer has it.
+async fn send_snapshot(inner: Arc<Inner>, to: NodeId, shard: ShardId, msg: Message) {
+    let index = msg.get_snapshot().get_metadata().index;
+    let bytes = msg.get_snapshot().data.len();
+    let started = std::time::Instant::now();
+    let sent = async {
+        let addr = inner
+            .directory
+            .addr(to)
+            .ok_or_else(|| "no address for the peer".to_string())?;
+        let chunks = snapshot_chunks(inner.node_id, shard, msg, SNAPSHOT_CHUNK_BYTES)?;
+        let channel = connect(&addr).await?;
+        let channel = with_credential(channel, inner.cluster_token.as_ref());
+        let mut client = RaftClient::new(channel)
+            .max_decoding_message_size(MAX_RAFT_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_RAFT_MESSAGE_BYTES);
+        client
+            .install_snapshot(tokio_stream::iter(chunks))
+            .await
+            .map(|_| ())
+            .map_err(|s| s.to_string())
+    }
+    .await;
+    let delivered = match sent {
+        Ok(()) => {
+            tracing::info!(
+                peer = to,
+                shard,
+                index,
+                bytes,
+                secs = started.elapsed().as_secs_f64(),
+                "snapshot sent"
+            );
+            true
+        }
+        Err(e) => {
+            tracing::warn!(peer = to, shard, index, bytes, error = %e, "snapshot not delivered; the leader probes and sends it again");
+            false
+        }
+    };
+    if let Some(wal) = inner.wal.get().and_then(Weak::upgrade) {
+        wal.report_snapshot(shard, to, delivered);
     }
 }
 
@@ -304,6 +413,35 @@ mod tests {
             let bytes: usize = b.messages.iter().map(|e| e.message.len()).sum();
             assert!(bytes <= 1000, "batch of {bytes} bytes");
         }
+    }
+
+    #[test]
+    fn a_snapshot_is_cut_into_chunks_that_reassemble_it() {
+        let mut m = Message::default();
+        m.set_msg_type(MessageType::MsgSnapshot);
+        m.to = 3;
+        m.mut_snapshot().mut_metadata().index = 42;
+        let data: Vec<u8> = (0..2500u32).map(|i| (i % 251) as u8).collect();
+        m.mut_snapshot().data = data.clone().into();
+        let chunks = snapshot_chunks(7, 5, m, 1000).unwrap();
+        assert_eq!(chunks.len(), 3);
+        assert!(chunks.iter().all(|c| c.shard == 5 && c.from_node == 7));
+        let lasts: Vec<bool> = chunks.iter().map(|c| c.last).collect();
+        assert_eq!(lasts, [false, false, true]);
+        // The header is only in the first chunk, and without the data.
+        let header = Message::parse_from_bytes(&chunks[0].raft_message).unwrap();
+        assert_eq!(header.get_snapshot().get_metadata().index, 42);
+        assert_eq!(header.to, 3);
+        assert!(header.get_snapshot().data.is_empty());
+        assert!(chunks[1..].iter().all(|c| c.raft_message.is_empty()));
+        let joined: Vec<u8> = chunks.iter().flat_map(|c| c.data.iter().copied()).collect();
+        assert_eq!(joined, data);
+        // A snapshot without data is one chunk, marked last.
+        let mut empty = Message::default();
+        empty.set_msg_type(MessageType::MsgSnapshot);
+        let chunks = snapshot_chunks(1, 1, empty, 1000).unwrap();
+        assert_eq!(chunks.len(), 1);
+        assert!(chunks[0].last && chunks[0].data.is_empty());
     }
 
     #[test]

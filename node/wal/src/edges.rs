@@ -11,6 +11,16 @@ pub trait Transport: Send + Sync + 'static {
     /// are (shard, message) pairs, all for `to`. Called from poll threads:
     /// must not block.
     fn send(&self, to: NodeId, msgs: Vec<(ShardId, eraftpb::Message)>);
+
+    /// Whether this transport reports the outcome of every snapshot it is
+    /// given ([`Wal::report_snapshot`](crate::Wal::report_snapshot)) once
+    /// the peer has it or the send failed. If not (the default), a snapshot
+    /// is taken as delivered as soon as it is handed over, and the leader
+    /// probes the follower at once: fine for small snapshots; a large one
+    /// still in transit is then rejected and generated again.
+    fn reports_snapshots(&self) -> bool {
+        false
+    }
 }
 
 /// What applying one committed entry decided. Both outcomes advance the

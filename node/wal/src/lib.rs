@@ -489,6 +489,19 @@ impl Wal {
         }
     }
 
+    /// Tells `shard`'s raft whether the snapshot sent to `node` arrived
+    /// (the peer stepped it) or was lost (the leader sends it again after
+    /// probing). Only transports that [report snapshots](Transport::reports_snapshots) call this.
+    pub fn report_snapshot(&self, shard: ShardId, node: NodeId, delivered: bool) {
+        if let Ok(h) = self.handle(shard) {
+            let _ = self.inner.poll_txs[h.poll_idx].send(PollMsg::ReportSnapshot {
+                shard,
+                node,
+                delivered,
+            });
+        }
+    }
+
     /// Group-commit counters since open.
     pub fn stats(&self) -> WalStats {
         WalStats {

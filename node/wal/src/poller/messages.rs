@@ -40,6 +40,12 @@ pub enum PollMsg {
         shard: ShardId,
         node: NodeId,
     },
+    /// The transport delivered (or failed to deliver) a snapshot to `node`.
+    ReportSnapshot {
+        shard: ShardId,
+        node: NodeId,
+        delivered: bool,
+    },
     /// A Raft read index: the commit index once leadership is confirmed.
     ReadIndex {
         shard: ShardId,
@@ -204,6 +210,20 @@ impl Poller {
             PollMsg::ReportUnreachable { shard, node } => {
                 if let Some(p) = self.peers.get_mut(&shard) {
                     p.node.report_unreachable(node);
+                }
+            }
+            PollMsg::ReportSnapshot {
+                shard,
+                node,
+                delivered,
+            } => {
+                if let Some(p) = self.peers.get_mut(&shard) {
+                    let status = if delivered {
+                        raft::SnapshotStatus::Finish
+                    } else {
+                        raft::SnapshotStatus::Failure
+                    };
+                    p.node.report_snapshot(node, status);
                 }
             }
             PollMsg::ReadIndex { shard, tx } => {

@@ -298,7 +298,11 @@ impl Poller {
         for (to, msgs) in self.out.drain() {
             self.inner.transport.send(to, msgs);
         }
+        let reported_later = self.inner.transport.reports_snapshots();
         for (shard, to) in std::mem::take(&mut self.snapshots_sent) {
+            if reported_later {
+                continue;
+            }
             // Delivery is best effort; report it done so the leader probes
             // the follower again and re-sends if the snapshot was lost.
             if let Some(p) = self.peers.get_mut(&shard) {
