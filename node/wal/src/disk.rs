@@ -152,6 +152,15 @@ impl WalDisk {
     /// Err while the WAL disk is (nearly) full; looks at the filesystem at
     /// most every [`CHECK_EVERY`].
     fn admit_disk(&self) -> Result<()> {
+        self.check_space_if_due();
+        match &*self.refused.lock() {
+            Some(why) => Err(WalError::DiskFull(why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Looks at the filesystem if the last look is [`CHECK_EVERY`] old.
+    fn check_space_if_due(&self) {
         let due = {
             let mut at = self.checked_at.lock();
             let due = at.is_none_or(|t| t.elapsed() >= CHECK_EVERY);
@@ -162,10 +171,6 @@ impl WalDisk {
         };
         if due {
             self.check_space();
-        }
-        match &*self.refused.lock() {
-            Some(why) => Err(WalError::DiskFull(why.clone())),
-            None => Ok(()),
         }
     }
 
@@ -197,6 +202,10 @@ impl WalDisk {
     /// when `sync`): out of space it waits and retries; any other failure
     /// stops the process (see the module doc).
     pub(crate) fn write(&self, db: &DB, wb: WriteBatch, sync: bool) {
+        // Every node writes (a follower's appends too), so a node that
+        // leads nothing still reports a full disk (`/health`,
+        // `shardhouse_wal_disk_full`) before a write fails on it.
+        self.check_space_if_due();
         if !self.faults.write_delay.is_zero() {
             std::thread::sleep(self.faults.write_delay);
         }
@@ -323,6 +332,22 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         assert!(free_bytes(dir.path()).unwrap() > 0);
         assert!(free_bytes(&dir.path().join("missing")).is_err());
+    }
+
+    /// A node that leads nothing only writes (a follower's appends): it
+    /// must still notice its disk is below the reserve and say so.
+    #[test]
+    fn a_write_notices_a_full_disk_on_a_node_that_proposes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = DB::open_default(dir.path().join("db")).unwrap();
+        // A reserve larger than any disk: the disk counts as full.
+        let disk = WalDisk::new(2, dir.path(), u64::MAX, DiskFaults::default(), false);
+        assert!(disk.refused.lock().is_none());
+        let mut wb = WriteBatch::default();
+        wb.put(b"k", b"v");
+        disk.write(&db, wb, true);
+        let why = disk.refused.lock().clone().expect("the write looked at the disk");
+        assert!(why.starts_with("WAL disk full on node 2"), "{why}");
     }
 
     #[test]
