@@ -346,7 +346,11 @@ mod tests {
         let mut wb = WriteBatch::default();
         wb.put(b"k", b"v");
         disk.write(&db, wb, true);
-        let why = disk.refused.lock().clone().expect("the write looked at the disk");
+        let why = disk
+            .refused
+            .lock()
+            .clone()
+            .expect("the write looked at the disk");
         assert!(why.starts_with("WAL disk full on node 2"), "{why}");
     }
 
