@@ -278,9 +278,7 @@ impl Inner {
         }
         Ok(out)
     }
-}
 
-impl Inner {
     /// The rows of a wire series batch whose series this replica does not
     /// hold yet (`None`: it holds them all).
     fn unknown_series(
