@@ -16,17 +16,24 @@ pub(crate) static FIELD_KEY_STOP: [bool; 256] = {
 /// through a `memcmp` call costs more than the comparison itself.
 #[inline(always)]
 pub fn same_bytes(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
+    let n = a.len();
+    if n != b.len() {
         return false;
     }
-    let mut a8 = a.chunks_exact(8);
-    let mut b8 = b.chunks_exact(8);
-    for (x, y) in (&mut a8).zip(&mut b8) {
-        if x != y {
+    if n < 8 {
+        return a.iter().zip(b).all(|(x, y)| x == y);
+    }
+    let word = |s: &[u8], at: usize| u64::from_le_bytes(s[at..at + 8].try_into().expect("8 bytes"));
+    let mut at = 0;
+    while at + 8 <= n {
+        if word(a, at) != word(b, at) {
             return false;
         }
+        at += 8;
     }
-    a8.remainder() == b8.remainder()
+    // The rest as the last eight bytes (overlapping the words compared):
+    // comparing a remainder slice called `bcmp` (issue 18, 1M-series profile).
+    at == n || word(a, n - 8) == word(b, n - 8)
 }
 
 const ONES: u64 = 0x0101_0101_0101_0101;
@@ -134,4 +141,24 @@ fn digits_value(digits: u64) -> u64 {
     let lo = (v & 0x0000_00FF_0000_00FF).wrapping_mul(100 + (1_000_000 << 32));
     let hi = ((v >> 16) & 0x0000_00FF_0000_00FF).wrapping_mul(1 + (10_000 << 32));
     lo.wrapping_add(hi) >> 32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn same_bytes_agrees_with_slice_equality() {
+        // Every length up to three words, equal and differing at each byte.
+        for n in 0..=24usize {
+            let a: Vec<u8> = (0..n as u8).map(|i| i.wrapping_mul(37)).collect();
+            assert!(same_bytes(&a, &a.clone()), "{n}");
+            for at in 0..n {
+                let mut b = a.clone();
+                b[at] ^= 0x40;
+                assert!(!same_bytes(&a, &b), "{n} differing at {at}");
+            }
+            assert!(!same_bytes(&a, &a[..n.saturating_sub(1)]) || n == 0);
+        }
+    }
 }

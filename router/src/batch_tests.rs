@@ -5,6 +5,7 @@
 
 use super::*;
 use crate::cardinality::Cardinality;
+use crate::series_cache::SeriesCache;
 use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_schema::DataType;
 use shardhouse_common::lineproto::{parse_body, FieldType, OwnedFieldValue, OwnedPoint};
@@ -179,8 +180,17 @@ fn column_values(array: &ArrayRef) -> Vec<Option<OwnedFieldValue>> {
 
 /// What the request batch actually produced for `body`, in model form.
 fn actual(body: &[u8]) -> Outcome {
+    actual_cached(body, None).0
+}
+
+/// [`actual`] with a series cache, and its (hits, misses).
+fn actual_cached(body: &[u8], cache: Option<DbCache<'_>>) -> (Outcome, (usize, usize)) {
     let mut b = RequestBatch::new(SHARDS, Precision::Nanosecond, DEFAULT_TIME, None);
+    if let Some(c) = cache {
+        b.use_series_cache(c);
+    }
     b.add_line_protocol(body);
+    let lookups = b.series_cache_lookups();
     let (batches, summary) = b.finish().expect("finish");
     let tables = batches
         .iter()
@@ -237,12 +247,13 @@ fn actual(body: &[u8]) -> Outcome {
             }
         })
         .collect();
-    Outcome {
+    let outcome = Outcome {
         tables,
         points: summary.points,
         rejected: summary.rejected,
         first_rejection: summary.first_rejection.map(|r| (r.position, r.message)),
-    }
+    };
+    (outcome, lookups)
 }
 
 struct Rng(u64);
@@ -518,4 +529,97 @@ fn a_coalesced_write_carries_one_table_per_table_and_field_set() {
     // A request alone is sent as the stream it always was.
     let alone = wire_tables(&[&second[0]]).expect("encodes");
     assert_eq!(decode(&alone[0].points_ipc), second[0].points);
+}
+
+#[test]
+fn series_found_in_the_cache_give_what_a_full_resolution_gives() {
+    // One cache over many bodies: later bodies find the series earlier
+    // ones resolved (sorted, unsorted and escaped spellings, bad lines).
+    let cache = SeriesCache::new(10_000);
+    let db = cache.db("db");
+    let mut rng = Rng(23);
+    let (mut hits, mut misses) = (0, 0);
+    for round in 0..500 {
+        let body = random_body(&mut rng);
+        let (got, (h, m)) = actual_cached(&body, db);
+        assert_eq!(
+            got,
+            model(&body),
+            "round {round}, body:\n{}",
+            String::from_utf8_lossy(&body)
+        );
+        hits += h;
+        misses += m;
+    }
+    // Only spellings that are their own key are cached: the unsorted and
+    // escaped ones miss every time, the others hit after their first body.
+    assert!(hits > 1_000, "{hits} hits");
+    assert!(misses > 500, "{misses} misses");
+    assert_eq!(cache.len(), 5, "the five sorted spellings");
+}
+
+/// series_id -> shard of every point in `batches`.
+fn shards_of(batches: &[ShardBatch]) -> BTreeMap<u64, u32> {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::UInt64Type;
+    let mut out = BTreeMap::new();
+    for b in batches {
+        for id in b.points.column(1).as_primitive::<UInt64Type>().values() {
+            assert_eq!(*out.entry(*id).or_insert(b.shard), b.shard);
+        }
+    }
+    out
+}
+
+#[test]
+fn cached_series_keep_their_shard_when_the_shard_count_changes() {
+    let body: String = (0..200).map(|i| format!("cpu,host=h{i} v=1\n")).collect();
+    let cache = SeriesCache::new(10_000);
+    let shards = |count: u32, cached: bool| {
+        let mut b = RequestBatch::new(count, Precision::Nanosecond, 0, None);
+        if cached {
+            b.use_series_cache(cache.db("db").unwrap());
+        }
+        b.add_line_protocol(body.as_bytes());
+        let lookups = b.series_cache_lookups();
+        (shards_of(&b.finish().unwrap().0), lookups)
+    };
+    let (at4, _) = shards(4, false);
+    assert_eq!(
+        shards(4, true),
+        (at4.clone(), (0, 200)),
+        "first pass: misses"
+    );
+    assert_eq!(shards(4, true), (at4, (200, 0)), "second pass: hits");
+    let (at8, _) = shards(8, false);
+    assert_eq!(shards(8, true), (at8, (200, 0)), "placed for 8 shards");
+}
+
+#[test]
+fn the_series_limit_holds_with_the_cache_and_databases_stay_apart() {
+    let limits = Cardinality::new(300);
+    let cache = SeriesCache::new(10_000);
+    let body: String = (0..400).map(|i| format!("cpu,host=h{i} v=1\n")).collect();
+    let write = |db: &str| {
+        let set = limits.db(db).unwrap();
+        let mut b = RequestBatch::new(SHARDS, Precision::Nanosecond, 0, Some(&set));
+        b.use_series_cache(cache.db(db).unwrap());
+        b.add_line_protocol(body.as_bytes());
+        let s = b.summary();
+        (
+            s.points,
+            s.rejected_for_cardinality,
+            b.series_cache_lookups(),
+            set.len(),
+        )
+    };
+    // Only admitted series are cached; the 100 refused ones are decided
+    // again (and refused again) on every request.
+    assert_eq!(write("a"), (300, 100, (0, 400), 300));
+    assert_eq!(write("a"), (300, 100, (300, 100), 300));
+    assert_eq!(cache.len(), 300);
+    // Another database meets the same series as new: its own limit.
+    assert_eq!(write("b"), (300, 100, (0, 400), 300));
+    assert_eq!(write("b"), (300, 100, (300, 100), 300));
+    assert_eq!(cache.len(), 600);
 }

@@ -51,6 +51,9 @@ pub struct RouterOptions {
     pub max_node_rpcs: usize,
     /// Series per database (0 = unlimited, not tracked).
     pub max_series_per_db: usize,
+    /// Entries of the router-wide series cache (all databases together;
+    /// 43-85 bytes each, docs/api.md); 0 turns it off.
+    pub series_cache_entries: usize,
     /// Deadline of a write, including retries at new leaders.
     pub request_timeout_ms: u64,
     /// Seconds suggested in `Retry-After` when the router itself is full.
@@ -82,6 +85,7 @@ impl Default for RouterOptions {
             max_coalesce_bytes: crate::cluster::DEFAULT_MAX_COALESCE_BYTES,
             max_node_rpcs: crate::cluster::DEFAULT_MAX_NODE_RPCS,
             max_series_per_db: 10_000_000,
+            series_cache_entries: 2_000_000,
             request_timeout_ms: 10_000,
             retry_after_secs: 1,
             query_max_points: 10_000_000,
@@ -142,6 +146,8 @@ pub struct Flags {
     pub max_node_rpcs: Option<usize>,
     #[arg(long, env = "SHARDHOUSE_ROUTER_MAX_SERIES_PER_DB")]
     pub max_series_per_db: Option<usize>,
+    #[arg(long, env = "SHARDHOUSE_ROUTER_SERIES_CACHE_ENTRIES")]
+    pub series_cache_entries: Option<usize>,
     #[arg(long, env = "SHARDHOUSE_ROUTER_REQUEST_TIMEOUT_MS")]
     pub request_timeout_ms: Option<u64>,
     #[arg(long, env = "SHARDHOUSE_ROUTER_QUERY_MAX_POINTS")]
@@ -174,6 +180,7 @@ impl RouterOptions {
             max_coalesce_bytes,
             max_node_rpcs,
             max_series_per_db,
+            series_cache_entries,
             request_timeout_ms,
             query_max_points,
             query_timeout_ms;

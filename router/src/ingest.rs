@@ -9,6 +9,7 @@ use crate::cluster::Cluster;
 use crate::config::RouterOptions;
 use crate::error::{Error, Result};
 use crate::metrics;
+use crate::series_cache::SeriesCache;
 use crate::write_stages;
 use shardhouse_common::lineproto::Precision;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,6 +28,9 @@ pub struct Router {
     /// Tokens, roles and write rate limits.
     pub auth: Authorizer,
     cardinality: Cardinality,
+    /// Series earlier requests resolved; its entries say "admitted" by
+    /// `cardinality`, so the two are made together and never replaced.
+    series_cache: SeriesCache,
     inflight: Arc<Semaphore>,
     request_prefix: u64,
     request_seq: AtomicU64,
@@ -71,11 +75,13 @@ impl Router {
         let auth = Authorizer::from_options(&options)?;
         let inflight = Arc::new(Semaphore::new(options.max_inflight_bytes));
         let cardinality = Cardinality::new(options.max_series_per_db);
+        let series_cache = SeriesCache::new(options.series_cache_entries);
         Ok(Router {
             options,
             cluster,
             auth,
             cardinality,
+            series_cache,
             inflight,
             request_prefix: (now_nanos() as u64) ^ (u64::from(std::process::id()) << 40),
             request_seq: AtomicU64::new(0),
@@ -109,6 +115,7 @@ impl Router {
         )?;
         let map = self.cluster.shard_map()?;
         let db_series = self.cardinality.db(db);
+        let series_cache = self.series_cache.db(db);
         let split = || {
             write_stages::split(
                 endpoint,
@@ -116,6 +123,7 @@ impl Router {
                 map.shard_count,
                 precision,
                 db_series.as_deref(),
+                series_cache,
                 fill,
             )
         };

@@ -20,6 +20,7 @@ pub mod metrics;
 pub mod node_mux;
 pub mod query;
 pub mod request_path;
+pub mod series_cache;
 /// The `/api/v1/sql` statement check, shared with the nodes' planned reads.
 pub use shardhouse_common::sql_check;
 pub mod sql_merge;

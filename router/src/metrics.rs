@@ -1,8 +1,9 @@
 //! Router metrics, names as in docs/contracts.md, in the default registry.
 
 use prometheus::{
-    register_histogram, register_histogram_vec, register_int_counter_vec, register_int_gauge,
-    register_int_gauge_vec, Histogram, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec,
+    register_histogram, register_histogram_vec, register_int_counter, register_int_counter_vec,
+    register_int_gauge, register_int_gauge_vec, Histogram, HistogramVec, IntCounter, IntCounterVec,
+    IntGauge, IntGaugeVec,
 };
 use std::sync::LazyLock;
 
@@ -117,6 +118,25 @@ pub static SERIES_CARDINALITY: LazyLock<IntGaugeVec> = LazyLock::new(|| {
         &["db"]
     ))
 });
+pub static SERIES_CACHE_LOOKUPS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    must!(register_int_counter_vec!(
+        "shardhouse_router_series_cache_lookups_total",
+        "Series new to a request looked up in the router-wide series cache, by result (hit, miss)",
+        &["result"]
+    ))
+});
+pub static SERIES_CACHE_ENTRIES: LazyLock<IntGauge> = LazyLock::new(|| {
+    must!(register_int_gauge!(
+        "shardhouse_router_series_cache_entries",
+        "Series held by the router-wide series cache"
+    ))
+});
+pub static SERIES_CACHE_CLEARS: LazyLock<IntCounter> = LazyLock::new(|| {
+    must!(register_int_counter!(
+        "shardhouse_router_series_cache_clears_total",
+        "Full stripes of the series cache cleared to make room (series_cache_entries too small for the live series)"
+    ))
+});
 
 /// TLS listener events: `reload` (new certificate in use), `reload_failed`
 /// (changed files that do not load), `handshake_failed`.
@@ -144,6 +164,9 @@ pub fn init() {
     LazyLock::force(&WRITE_SECONDS);
     LazyLock::force(&INFLIGHT_BYTES);
     LazyLock::force(&SERIES_CARDINALITY);
+    LazyLock::force(&SERIES_CACHE_LOOKUPS);
+    LazyLock::force(&SERIES_CACHE_ENTRIES);
+    LazyLock::force(&SERIES_CACHE_CLEARS);
     LazyLock::force(&TLS_EVENTS);
 }
 

@@ -25,6 +25,7 @@ use crate::config::RouterOptions;
 use crate::error::{Error, Result};
 use crate::ingest::now_nanos;
 use crate::metrics;
+use crate::series_cache::DbCache;
 use shardhouse_common::lineproto::Precision;
 use std::sync::Arc;
 use std::time::Duration;
@@ -84,7 +85,8 @@ pub struct Split {
 
 /// Stage 2: `fill` adds the endpoint's points to a [`RequestBatch`] over
 /// `shard_count` shards (points without a time get now); `db_series`
-/// enforces the database's series limit. CPU only: the caller decides
+/// enforces the database's series limit and `series_cache` (made with it)
+/// spares known series their resolution. CPU only: the caller decides
 /// whether it runs off the async workers.
 pub fn split<F>(
     endpoint: &'static str,
@@ -92,6 +94,7 @@ pub fn split<F>(
     shard_count: u32,
     precision: Precision,
     db_series: Option<&DbSeries>,
+    series_cache: Option<DbCache<'_>>,
     fill: F,
 ) -> Result<Split>
 where
@@ -103,8 +106,22 @@ where
             .start_timer();
         let mut batch = RequestBatch::new(shard_count, precision, now_nanos(), db_series);
         batch.set_timing(true);
+        if let Some(cache) = series_cache {
+            batch.use_series_cache(cache);
+        }
         fill(&mut batch);
         metrics::SERIES_HASH_SECONDS.observe(batch.series_seconds());
+        let (hits, misses) = batch.series_cache_lookups();
+        if hits > 0 {
+            metrics::SERIES_CACHE_LOOKUPS
+                .with_label_values(&["hit"])
+                .inc_by(hits as u64);
+        }
+        if misses > 0 {
+            metrics::SERIES_CACHE_LOOKUPS
+                .with_label_values(&["miss"])
+                .inc_by(misses as u64);
+        }
         let _b = metrics::BATCH_BUILD_SECONDS.start_timer();
         batch.finish()?
     };

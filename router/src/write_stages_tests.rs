@@ -74,7 +74,7 @@ fn admit_refuses_an_invalid_database_name_before_taking_budget() {
 #[test]
 fn split_puts_every_good_point_in_a_shard_batch_of_the_database() {
     let body = b"cpu,host=a v=1 10\ncpu,host=b v=2 20\nmem,host=a used=3i 30\nnot a line\n";
-    let split = split("v1", "metrics", 4, Precision::Nanosecond, None, |b| {
+    let split = split("v1", "metrics", 4, Precision::Nanosecond, None, None, |b| {
         b.add_line_protocol(body)
     })
     .unwrap();
@@ -111,6 +111,7 @@ fn split_rejects_series_over_the_database_limit() {
         4,
         Precision::Nanosecond,
         db.as_deref(),
+        None,
         |b| b.add_line_protocol(b"cpu,host=a v=1 10\ncpu,host=b v=2 20\ncpu,host=a v=3 30\n"),
     )
     .unwrap();

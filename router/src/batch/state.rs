@@ -1,11 +1,14 @@
 //! What a request has met so far, and how a series new to the request
 //! is resolved: parsed, named by its canonical key, hashed to its
 //! `series_id` and shard, and given a table. Runs once per distinct raw
-//! series of a request; a repeated series is one memo probe.
+//! series of a request; a repeated series is one memo probe. A series some
+//! earlier request resolved is found in the router-wide series cache
+//! instead (`crate::series_cache`) and skips all of it.
 
 use super::columns::{FieldTarget, TableBuilder};
 use super::{lossy, name_error, RejectReason, Rejection};
 use crate::cardinality::DbSeries;
+use crate::series_cache::{self, DbCache, NewEntry};
 use shardhouse_common::lineproto::{same_bytes, FieldType, Precision, SeriesParser};
 use shardhouse_common::names;
 use shardhouse_common::series::series_id_of_key;
@@ -57,6 +60,14 @@ pub(super) struct SeriesSlot {
     pub(super) admission: Admission,
     /// Whether this series was already listed in its table's series batch.
     pub(super) listed: bool,
+}
+
+/// A series this request resolved in full that may be cached once its
+/// admission is final (`BatchState::publish_resolved`).
+pub(super) struct Resolved {
+    pub(super) slot: u32,
+    pub(super) check: u64,
+    pub(super) measurement_len: u32,
 }
 
 /// Per-request field types of one measurement (a field has one type).
@@ -127,6 +138,13 @@ pub(super) struct BatchState<'a> {
     /// Time spent resolving series new to the request, when timing is on.
     pub(super) timing: bool,
     pub(super) series_nanos: u64,
+    /// The router-wide cache of resolved series, for this database.
+    pub(super) series_cache: Option<DbCache<'a>>,
+    /// Series resolved in full (cache misses whose raw spelling is their
+    /// key), cached when the body is done if they were admitted.
+    pub(super) resolved: Vec<Resolved>,
+    pub(super) cache_hits: usize,
+    pub(super) cache_misses: usize,
 }
 
 impl<'a> BatchState<'a> {
@@ -165,6 +183,10 @@ impl<'a> BatchState<'a> {
             spellings_may_repeat: false,
             timing: false,
             series_nanos: 0,
+            series_cache: None,
+            resolved: Vec::new(),
+            cache_hits: 0,
+            cache_misses: 0,
         }
     }
 
@@ -228,6 +250,33 @@ impl<'a> BatchState<'a> {
         }
     }
 
+    /// Caches the series this request resolved in full and admitted (a
+    /// rejected line or series is not cached: the next request decides
+    /// again). Call after `commit_reserved`, when admissions are final.
+    pub(super) fn publish_resolved(&mut self) {
+        let Some(cache) = self.series_cache else {
+            return;
+        };
+        let mut new: Vec<NewEntry> = self
+            .resolved
+            .drain(..)
+            .filter_map(|r| {
+                let slot = &self.slots[r.slot as usize];
+                (slot.admission == Admission::Admitted).then(|| NewEntry {
+                    // A cached spelling is its own key: its id is its hash.
+                    raw_hash: slot.series_id,
+                    check: r.check,
+                    shard_count: self.shard_count,
+                    shard: self.tables[slot.table as usize].shard,
+                    measurement_len: r.measurement_len as usize,
+                })
+            })
+            .collect();
+        if !new.is_empty() {
+            cache.insert(&mut new);
+        }
+    }
+
     #[inline]
     pub(super) fn find_slot(&self, hash: u64, raw: &[u8]) -> Option<u32> {
         let mut s = *self.memo.get(&hash)?;
@@ -267,6 +316,22 @@ impl<'a> BatchState<'a> {
         parser: &mut SeriesParser,
     ) -> Result<u32, (RejectReason, String)> {
         let started = self.timing.then(std::time::Instant::now);
+        let check = match self.series_cache {
+            Some(cache) => {
+                let check = series_cache::check_of(raw);
+                if let Some(known) = cache.get(hash, check, self.shard_count) {
+                    self.cache_hits += 1;
+                    let slot = self.insert_known(hash, raw, known);
+                    if let Some(t) = started {
+                        self.series_nanos += t.elapsed().as_nanos() as u64;
+                    }
+                    return Ok(slot);
+                }
+                self.cache_misses += 1;
+                Some(check)
+            }
+            None => None,
+        };
         let series = parser
             .parse(raw)
             .map_err(|e| (RejectReason::BadPoint, e.to_string()))?;
@@ -278,7 +343,8 @@ impl<'a> BatchState<'a> {
         // XXH3 (`hash`) is the series_id. Otherwise canonical_key_into
         // (which clears its buffer) builds it in a reused scratch vector.
         let k0 = self.key_arena.len();
-        let series_id = if series.raw_is_canonical_key() {
+        let canonical = series.raw_is_canonical_key();
+        let series_id = if canonical {
             names::validate_series_key(raw).map_err(name_error)?;
             self.key_arena.extend_from_slice(raw);
             hash
@@ -291,11 +357,37 @@ impl<'a> BatchState<'a> {
         };
         let measurement = series.measurement();
         let key = (k0, self.key_arena.len());
-        let slot = self.insert_slot(hash, raw, key, series_id, measurement);
+        let shard = jump_hash(series_id, self.shard_count);
+        let slot = self.insert_slot(hash, raw, key, series_id, shard, measurement);
+        if let (Some(check), true) = (check, canonical) {
+            // Without escapes the measurement is the raw series' prefix,
+            // which is how a hit finds it again.
+            debug_assert!(raw.starts_with(measurement));
+            self.resolved.push(Resolved {
+                slot,
+                check,
+                measurement_len: measurement.len() as u32,
+            });
+        }
         if let Some(t) = started {
             self.series_nanos += t.elapsed().as_nanos() as u64;
         }
         Ok(slot)
+    }
+
+    /// Slot of a raw series found in the series cache: valid, its own key
+    /// (so its id is `hash`) and admitted in this database before.
+    fn insert_known(&mut self, hash: u64, raw: &[u8], known: series_cache::Known) -> u32 {
+        let k0 = self.key_arena.len();
+        self.key_arena.extend_from_slice(raw);
+        let key = (k0, self.key_arena.len());
+        let shard = known
+            .shard
+            .unwrap_or_else(|| jump_hash(hash, self.shard_count));
+        let measurement = &raw[..known.measurement_len];
+        let slot = self.insert_slot(hash, raw, key, hash, shard, measurement);
+        self.slots[slot as usize].admission = Admission::Admitted;
+        slot
     }
 
     /// Slot of a series given by its canonical key (structured inputs);
@@ -315,7 +407,8 @@ impl<'a> BatchState<'a> {
         let k0 = self.key_arena.len();
         self.key_arena.extend_from_slice(key);
         let k1 = self.key_arena.len();
-        Ok(self.insert_slot(hash, key, (k0, k1), hash, measurement))
+        let shard = jump_hash(hash, self.shard_count);
+        Ok(self.insert_slot(hash, key, (k0, k1), hash, shard, measurement))
     }
 
     fn insert_slot(
@@ -324,9 +417,9 @@ impl<'a> BatchState<'a> {
         raw: &[u8],
         key: (usize, usize),
         series_id: u64,
+        shard: u32,
         measurement: &[u8],
     ) -> u32 {
-        let shard = jump_hash(series_id, self.shard_count);
         let last = self
             .last_measurement
             .filter(|&m| same_bytes(&self.measurements[m as usize].raw, measurement));
