@@ -35,6 +35,7 @@
 //! a 32-byte slot, at most 3/4 of the slots used: 43 bytes per entry when
 //! full, up to 85 right after a table doubled.
 
+mod memory;
 mod table;
 
 use parking_lot::Mutex;
@@ -44,8 +45,11 @@ use table::{Published, Table, Value};
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 /// Lock stripes. A lookup per line from every request task: one lock
-/// would make them queue (as the single cardinality lock did).
-const STRIPES: usize = 64;
+/// would make them queue (as the single cardinality lock did). 16, not
+/// more: a lookup holds its lock for a few ns, and fewer, larger tables
+/// reach the 2 MiB that huge pages need (at the default 2M entries each
+/// stripe's table ends at 4 MiB).
+const STRIPES: usize = 16;
 
 /// Seed of the second hash of the raw bytes (any value other than 0, the
 /// seed of the first).
@@ -65,8 +69,8 @@ fn table_key(raw_hash: u64, db: u32) -> u64 {
     raw_hash ^ (u64::from(db) + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
-/// The stripe of a table key: bits 40..46, away from the low bits that
-/// pick a bucket and the top 7 bits a probe compares.
+/// The stripe of a table key: bits 40..44, away from the low bits that
+/// pick a slot.
 #[inline]
 fn stripe_of(key: u64) -> usize {
     ((key >> 40) as usize) % STRIPES
@@ -259,6 +263,8 @@ mod tests {
         assert_eq!(stripe_capacity(64 * 24_576, 64), 24_576);
         // 2M in 64 stripes: 31,250 each; 24,576 fill 32,768 slots to 3/4.
         assert_eq!(stripe_capacity(2_000_000, 64), 24_576);
+        // The default: 16 stripes of 98,304 in 131,072 slots (4 MiB each).
+        assert_eq!(stripe_capacity(2_000_000, STRIPES), 98_304);
         for total in [100, 1_000, 123_457, 2_000_000, 10_000_000] {
             let c = stripe_capacity(total, 64);
             assert!(c * 64 <= total, "{total}: never above the cap");
@@ -310,7 +316,7 @@ mod tests {
             db.insert(&mut new);
             assert!(cache.len() <= cache.capacity());
         }
-        assert_eq!(cache.capacity(), 448);
+        assert_eq!(cache.capacity(), STRIPES * stripe_capacity(448, STRIPES));
         // Full stripes were cleared, so most of the last ones inserted are
         // there (a stripe may have been cleared among them) and the first
         // ones are not.

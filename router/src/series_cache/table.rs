@@ -7,10 +7,11 @@
 //! key's home slot is `base + (key & mask)`: a request prefetches it for a
 //! line a few lines ahead, and the lookup finds it in cache.
 
+use super::memory::Mapped;
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
 /// What a slot holds besides its key; `db == 0` marks an empty slot
-/// (database ids start at 1).
+/// (database ids start at 1), so an all-zero slot is empty.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(super) struct Value {
     pub(super) check: u64,
@@ -28,8 +29,9 @@ pub(super) struct Slot {
     value: Value,
 }
 
-/// Slots of a new table (it doubles up to the size its capacity needs).
-const FIRST_SLOTS: usize = 16;
+/// Slots of a new table (it doubles up to the size its capacity needs):
+/// one 4 KiB page.
+const FIRST_SLOTS: usize = 128;
 
 /// Slots a table of `capacity` entries ends with: entries fill at most 3/4
 /// of the slots (linear probing gets long probes beyond).
@@ -52,9 +54,15 @@ fn must_grow(len: usize, slots: usize, max_slots: usize) -> bool {
 /// a stale pair only prefetches a useless line).
 #[derive(Debug)]
 pub(super) struct Table {
-    slots: Vec<Slot>,
+    slots: Option<Mapped<Slot>>,
     len: usize,
     capacity: usize,
+}
+
+impl std::fmt::Debug for Mapped<Slot> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} slots", self.as_slice().len())
+    }
 }
 
 /// Where a stripe's table lives, for prefetching without its lock.
@@ -89,7 +97,7 @@ impl Table {
     /// An empty table for at most `capacity` entries (no memory yet).
     pub(super) fn new(capacity: usize) -> Table {
         Table {
-            slots: Vec::new(),
+            slots: None,
             len: 0,
             capacity,
         }
@@ -100,18 +108,18 @@ impl Table {
     }
 
     /// Slots allocated (memory is 32 bytes each).
-    #[cfg(test)]
     pub(super) fn slots(&self) -> usize {
-        self.slots.len()
+        self.slots.as_ref().map_or(0, |m| m.as_slice().len())
     }
 
-    /// The slot index of `key`, or of the empty slot where it would go.
+    /// The slot index of `key` in `slots`, or of the empty slot where it
+    /// would go (there is one: at most 3/4 are used).
     #[inline]
-    fn find(&self, key: u64) -> usize {
-        let mask = self.slots.len() - 1;
+    fn find(slots: &[Slot], key: u64) -> usize {
+        let mask = slots.len() - 1;
         let mut i = key as usize & mask;
         loop {
-            let s = &self.slots[i];
+            let s = &slots[i];
             if s.value.db == 0 || s.key == key {
                 return i;
             }
@@ -121,10 +129,8 @@ impl Table {
 
     #[inline]
     pub(super) fn get(&self, key: u64) -> Option<Value> {
-        if self.slots.is_empty() {
-            return None;
-        }
-        let s = &self.slots[self.find(key)];
+        let slots = self.slots.as_ref()?.as_slice();
+        let s = &slots[Self::find(slots, key)];
         (s.value.db != 0).then_some(s.value)
     }
 
@@ -137,38 +143,42 @@ impl Table {
             return 0;
         }
         let max_slots = slots_for(self.capacity);
-        if self.slots.is_empty() || must_grow(self.len, self.slots.len(), max_slots) {
-            let size = (self.slots.len() * 2).clamp(FIRST_SLOTS, max_slots);
-            self.resize(size, published);
+        let size = self.slots();
+        if size == 0 || must_grow(self.len, size, max_slots) {
+            self.resize((size * 2).clamp(FIRST_SLOTS, max_slots), published);
         }
-        let mut i = self.find(key);
+        let full = self.len >= self.capacity;
+        let slots = self.slots.as_mut().expect("allocated above").as_mut_slice();
+        let mut i = Self::find(slots, key);
         let mut change = 0;
-        if self.slots[i].value.db == 0 && self.len >= self.capacity {
+        if slots[i].value.db == 0 && full {
             // Full and the key is new: clear wholesale (no per-hit
             // bookkeeping to pick a victim; the stripe refills from traffic).
             change -= self.len as i64;
-            self.slots.fill(Slot::default());
+            slots.fill(Slot::default());
             self.len = 0;
-            i = self.find(key);
+            i = Self::find(slots, key);
         }
-        if self.slots[i].value.db == 0 {
+        if slots[i].value.db == 0 {
             self.len += 1;
             change += 1;
         }
-        self.slots[i] = Slot { key, value };
+        slots[i] = Slot { key, value };
         change
     }
 
     fn resize(&mut self, size: usize, published: &Published) {
-        let old = std::mem::replace(&mut self.slots, vec![Slot::default(); size]);
-        for s in old.into_iter().filter(|s| s.value.db != 0) {
-            let i = self.find(s.key);
-            self.slots[i] = s;
+        let mut new = Mapped::<Slot>::zeroed(size);
+        let slots = new.as_mut_slice();
+        if let Some(old) = &self.slots {
+            for s in old.as_slice().iter().filter(|s| s.value.db != 0) {
+                let i = Self::find(slots, s.key);
+                slots[i] = *s;
+            }
         }
-        published
-            .base
-            .store(self.slots.as_mut_ptr(), Ordering::Relaxed);
+        published.base.store(slots.as_mut_ptr(), Ordering::Relaxed);
         published.mask.store(size - 1, Ordering::Relaxed);
+        self.slots = Some(new);
     }
 }
 
@@ -193,8 +203,8 @@ mod tests {
 
     #[test]
     fn sizes_keep_the_load_at_most_three_quarters() {
-        assert_eq!(slots_for(12), 16);
-        assert_eq!(slots_for(13), 32);
+        assert_eq!(slots_for(12), 128, "at least a page");
+        assert_eq!(slots_for(97), 256);
         assert_eq!(slots_for(24_576), 32_768);
         assert!(must_grow(12, 16, 64));
         assert!(!must_grow(11, 16, 64));
@@ -225,15 +235,15 @@ mod tests {
     #[test]
     fn a_full_table_is_cleared_for_a_new_key_only() {
         let p = Published::default();
-        let mut t = Table::new(12);
-        for k in 1..=12u64 {
+        let mut t = Table::new(200);
+        for k in 1..=200u64 {
             t.insert(k, value(1, 0), &p);
         }
-        assert_eq!(t.slots(), 16, "never grows past its capacity's size");
+        assert_eq!(t.slots(), 512, "never grows past its capacity's size");
         assert_eq!(t.insert(5, value(1, 1), &p), 0, "a known key is updated");
-        assert_eq!(t.len(), 12);
-        assert_eq!(t.insert(13, value(1, 0), &p), 1 - 12);
-        assert_eq!((t.len(), t.get(13).is_some(), t.get(1)), (1, true, None));
+        assert_eq!(t.len(), 200);
+        assert_eq!(t.insert(1_000, value(1, 0), &p), 1 - 200);
+        assert_eq!((t.len(), t.get(1_000).is_some(), t.get(1)), (1, true, None));
         assert_eq!(Table::new(0).insert(1, value(1, 0), &p), 0);
     }
 }
