@@ -48,12 +48,20 @@ impl BatchState<'_> {
         }
         let mut ids = Vec::with_capacity(listed.len());
         let mut key_offsets = Vec::with_capacity(listed.len() + 1);
-        let mut keys = Vec::new();
+        let mut keys = Vec::with_capacity(
+            listed
+                .iter()
+                .map(|&(_, s)| {
+                    let k = self.slots[s as usize].key;
+                    (k.1 - k.0) as usize
+                })
+                .sum(),
+        );
         key_offsets.push(0i32);
         for &(_, s) in &listed {
             let slot = &self.slots[s as usize];
             ids.push(slot.series_id);
-            keys.extend_from_slice(&self.key_arena[slot.key.0 as usize..slot.key.1 as usize]);
+            keys.extend_from_slice(&self.arena[slot.key.0 as usize..slot.key.1 as usize]);
             key_offsets.push(keys.len() as i32);
         }
         let m = &self.measurements[t.measurement as usize].name;

@@ -51,9 +51,10 @@ pub(super) struct SeriesSlot {
     pub(super) table: u32,
     /// The series' measurement (its table's, except for Prometheus samples).
     pub(super) measurement: u32,
-    /// Raw series bytes (as written) in `raw_arena`; the memo's identity.
+    /// Raw series bytes (as written) in `arena`; the memo's identity.
     pub(super) raw: (u32, u32),
-    /// Canonical series key in `key_arena`.
+    /// Canonical series key in `arena`: the same bytes as `raw` when the
+    /// raw spelling is the key (copied once).
     pub(super) key: (u32, u32),
     /// Next slot with the same raw hash (collision chain).
     pub(super) next: u32,
@@ -107,8 +108,8 @@ pub(super) struct BatchState<'a> {
     /// layout a series new to the request tries first.
     pub(super) last_table: Option<u32>,
     pub(super) slots: Vec<SeriesSlot>,
-    pub(super) raw_arena: Vec<u8>,
-    pub(super) key_arena: Vec<u8>,
+    /// Raw series and the keys rebuilt from them.
+    pub(super) arena: Vec<u8>,
     pub(super) tables: Vec<TableBuilder>,
     /// Tables by [`table_key`] of (shard, measurement).
     pub(super) table_ids: IdentityMap<u32>,
@@ -165,8 +166,7 @@ impl<'a> BatchState<'a> {
             memo: IdentityMap::default(),
             last_table: None,
             slots: Vec::new(),
-            raw_arena: Vec::new(),
-            key_arena: Vec::new(),
+            arena: Vec::new(),
             tables: Vec::new(),
             table_ids: IdentityMap::default(),
             samples_table: None,
@@ -282,10 +282,7 @@ impl<'a> BatchState<'a> {
         let mut s = *self.memo.get(&hash)?;
         while s != NONE {
             let slot = &self.slots[s as usize];
-            if same_bytes(
-                &self.raw_arena[slot.raw.0 as usize..slot.raw.1 as usize],
-                raw,
-            ) {
+            if same_bytes(&self.arena[slot.raw.0 as usize..slot.raw.1 as usize], raw) {
                 return Some(s);
             }
             s = slot.next;
@@ -339,24 +336,26 @@ impl<'a> BatchState<'a> {
         for (k, _) in series.tags() {
             names::validate_tag_key(k).map_err(name_error)?;
         }
-        // Usually the raw series is its own canonical key: copy it, and its
-        // XXH3 (`hash`) is the series_id. Otherwise canonical_key_into
-        // (which clears its buffer) builds it in a reused scratch vector.
-        let k0 = self.key_arena.len();
+        // Usually the raw series is its own canonical key (stored once),
+        // and its XXH3 (`hash`) is the series_id. Otherwise
+        // canonical_key_into (which clears its buffer) builds it in a
+        // reused scratch vector.
         let canonical = series.raw_is_canonical_key();
-        let series_id = if canonical {
+        let (series_id, key) = if canonical {
             names::validate_series_key(raw).map_err(name_error)?;
-            self.key_arena.extend_from_slice(raw);
-            hash
+            (hash, None)
         } else {
             self.spellings_may_repeat = true;
             series.canonical_key_into(&mut self.key_scratch);
             names::validate_series_key(&self.key_scratch).map_err(name_error)?;
-            self.key_arena.extend_from_slice(&self.key_scratch);
-            series_id_of_key(&self.key_scratch)
+            let k0 = self.arena.len();
+            self.arena.extend_from_slice(&self.key_scratch);
+            (
+                series_id_of_key(&self.key_scratch),
+                Some((k0, self.arena.len())),
+            )
         };
         let measurement = series.measurement();
-        let key = (k0, self.key_arena.len());
         let shard = jump_hash(series_id, self.shard_count);
         let slot = self.insert_slot(hash, raw, key, series_id, shard, measurement);
         if let (Some(check), true) = (check, canonical) {
@@ -378,14 +377,11 @@ impl<'a> BatchState<'a> {
     /// Slot of a raw series found in the series cache: valid, its own key
     /// (so its id is `hash`) and admitted in this database before.
     fn insert_known(&mut self, hash: u64, raw: &[u8], known: series_cache::Known) -> u32 {
-        let k0 = self.key_arena.len();
-        self.key_arena.extend_from_slice(raw);
-        let key = (k0, self.key_arena.len());
         let shard = known
             .shard
             .unwrap_or_else(|| jump_hash(hash, self.shard_count));
         let measurement = &raw[..known.measurement_len];
-        let slot = self.insert_slot(hash, raw, key, hash, shard, measurement);
+        let slot = self.insert_slot(hash, raw, None, hash, shard, measurement);
         self.slots[slot as usize].admission = Admission::Admitted;
         slot
     }
@@ -404,18 +400,16 @@ impl<'a> BatchState<'a> {
         }
         self.check_measurement(measurement)?;
         names::validate_series_key(key).map_err(name_error)?;
-        let k0 = self.key_arena.len();
-        self.key_arena.extend_from_slice(key);
-        let k1 = self.key_arena.len();
         let shard = jump_hash(hash, self.shard_count);
-        Ok(self.insert_slot(hash, key, (k0, k1), hash, shard, measurement))
+        Ok(self.insert_slot(hash, key, None, hash, shard, measurement))
     }
 
     fn insert_slot(
         &mut self,
         hash: u64,
         raw: &[u8],
-        key: (usize, usize),
+        // Where the key was put in `arena`; `None`: the raw bytes are it.
+        key: Option<(usize, usize)>,
         series_id: u64,
         shard: u32,
         measurement: &[u8],
@@ -452,15 +446,17 @@ impl<'a> BatchState<'a> {
                 t
             }
         };
-        let r0 = self.raw_arena.len();
-        self.raw_arena.extend_from_slice(raw);
+        let r0 = self.arena.len();
+        self.arena.extend_from_slice(raw);
+        let r1 = self.arena.len();
+        let key = key.unwrap_or((r0, r1));
         let idx = self.slots.len() as u32;
         let next = self.memo.insert(hash, idx).unwrap_or(NONE);
         self.slots.push(SeriesSlot {
             series_id,
             table,
             measurement: series_measurement,
-            raw: (r0 as u32, self.raw_arena.len() as u32),
+            raw: (r0 as u32, r1 as u32),
             key: (key.0 as u32, key.1 as u32),
             next,
             admission: Admission::Unchecked,
