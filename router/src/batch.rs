@@ -187,15 +187,15 @@ impl<'a> RequestBatch<'a> {
     }
 
     /// Splits a line of a body before its turn and prefetches its series'
-    /// cache entry, unless the request already met a series of that hash.
+    /// cache entry.
     #[inline]
     fn look_ahead<'b>(&self, (line_no, line): (usize, &'b [u8])) -> Ahead<'b> {
         let split = lineproto::split_series(line).ok().map(|(raw, rest)| {
             let hash = xxh3_64(raw);
             if let Some(cache) = self.state.series_cache {
-                if !self.state.memo.contains_key(&hash) {
-                    cache.prefetch(hash);
-                }
+                // Also for series the request has met (a hit in cache,
+                // cheaper than asking the request's memo first).
+                cache.prefetch(hash);
             }
             (raw, rest, hash)
         });
