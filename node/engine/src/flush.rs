@@ -119,19 +119,28 @@ impl Inner {
             }
             if last_parts.elapsed() >= Duration::from_secs(10) {
                 last_parts = Instant::now();
-                self.update_parts_gauge();
+                self.update_gauges();
             }
         }
     }
 
-    fn update_parts_gauge(&self) {
-        let r = self.pool.get().query(
+    /// Active parts and the engine's tracked memory: what an operator
+    /// watching a node's RSS needs to tell engine memory from the rest.
+    fn update_gauges(&self) {
+        let mut conn = self.pool.get();
+        let mut first = |sql: &str| -> Option<u64> {
+            let b = conn.query(sql).ok()?;
+            b.first().and_then(|b| u64s(b, 0).first().copied())
+        };
+        if let Some(n) = first(
             "SELECT toUInt64(count()) FROM system.parts WHERE active AND database LIKE 'shard\\_%'",
-        );
-        if let Ok(b) = r {
-            if let Some(n) = b.first().and_then(|b| u64s(b, 0).first().copied()) {
-                metrics::PARTS.set(n as i64);
-            }
+        ) {
+            metrics::PARTS.set(n as i64);
+        }
+        if let Some(n) = first(
+            "SELECT toUInt64(greatest(value, 0)) FROM system.metrics WHERE metric = 'MemoryTracking'",
+        ) {
+            metrics::MEMORY_BYTES.set(n as i64);
         }
     }
 

@@ -53,6 +53,14 @@ pub static PARTS: LazyLock<IntGauge> = LazyLock::new(|| {
     .expect("metric registered once")
 });
 
+pub static MEMORY_BYTES: LazyLock<IntGauge> = LazyLock::new(|| {
+    register_int_gauge!(
+        "shardhouse_engine_memory_bytes",
+        "Memory the embedded engine tracks as in use (its MemoryTracking: parts, merges, caches, queries), sampled every 10 s"
+    )
+    .expect("metric registered once")
+});
+
 pub static FLUSH_FAILING_SHARDS: LazyLock<IntGauge> = LazyLock::new(|| {
     register_int_gauge!(
         "shardhouse_engine_flush_failing_shards",
@@ -110,6 +118,7 @@ pub fn register() {
     LazyLock::force(&ROWS_FLUSHED_TOTAL);
     LazyLock::force(&PENDING_ROWS);
     LazyLock::force(&PARTS);
+    LazyLock::force(&MEMORY_BYTES);
     LazyLock::force(&FLUSH_FAILING_SHARDS);
     LazyLock::force(&FLUSH_FAILURES_TOTAL);
     LazyLock::force(&UNSTORABLE_TABLES_SKIPPED);
@@ -133,6 +142,7 @@ mod tests {
             "shardhouse_engine_rows_flushed_total",
             "shardhouse_engine_pending_rows",
             "shardhouse_engine_parts",
+            "shardhouse_engine_memory_bytes",
             "shardhouse_engine_flush_failing_shards",
             "shardhouse_engine_flush_failures_total",
             "shardhouse_engine_unstorable_tables_skipped_total",

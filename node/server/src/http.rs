@@ -20,7 +20,8 @@ pub fn router(ctx: Arc<NodeContext>) -> Router {
         .with_state(ctx)
 }
 
-async fn metrics() -> impl IntoResponse {
+async fn metrics(State(ctx): State<Arc<NodeContext>>) -> impl IntoResponse {
+    crate::memory::refresh_gauges(&ctx);
     let encoder = prometheus::TextEncoder::new();
     let mut buf = Vec::new();
     match encoder.encode(&prometheus::gather(), &mut buf) {

@@ -13,6 +13,7 @@ pub mod error;
 pub mod faults;
 pub mod http;
 pub mod leadership;
+pub mod memory;
 pub mod metrics;
 pub mod options;
 pub mod preload;

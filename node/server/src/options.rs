@@ -44,6 +44,10 @@ pub struct NodeOptions {
     /// Nice value for threads off the write path (chDB flushes and merges,
     /// RocksDB compactions); 0 leaves every thread at normal priority.
     pub background_nice: i32,
+    /// Seconds between `malloc_trim(0)` calls that give the memory glibc
+    /// keeps after the engine and RocksDB free it back to the system
+    /// (memory.rs); 0 disables.
+    pub malloc_trim_secs: u64,
     /// Threads running the WAL's batched Raft loop; each syncs its own
     /// RocksDB write batch per round, so fewer threads mean larger fsync
     /// groups and more shards waiting on each fsync.
@@ -110,6 +114,7 @@ impl Default for NodeOptions {
             raft_heartbeat_ticks: 3,
             lease_ttl_secs: 10,
             background_nice: 10,
+            malloc_trim_secs: 10,
             wal_poll_threads: 2,
             wal_apply_threads: 2,
             wal_rebuild_after_failed_applies: 10,
@@ -214,6 +219,9 @@ pub struct Cli {
     /// Nice value (0..=19) for threads off the write path; 0 disables.
     #[arg(long, env = "SHARDHOUSE_NODE_BACKGROUND_NICE")]
     pub background_nice: Option<i32>,
+    /// Seconds between malloc_trim calls (0 disables).
+    #[arg(long, env = "SHARDHOUSE_NODE_MALLOC_TRIM_SECS")]
+    pub malloc_trim_secs: Option<u64>,
     /// Threads running the WAL's Raft loop (>= 1); each syncs its own batch.
     #[arg(long, env = "SHARDHOUSE_NODE_WAL_POLL_THREADS")]
     pub wal_poll_threads: Option<usize>,
@@ -284,6 +292,7 @@ impl NodeOptions {
             raft_heartbeat_ticks,
             lease_ttl_secs,
             background_nice,
+            malloc_trim_secs,
             wal_poll_threads,
             wal_apply_threads,
             wal_rebuild_after_failed_applies,

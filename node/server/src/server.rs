@@ -112,6 +112,8 @@ pub async fn run(
     transport.attach_wal(&wal);
     crate::priority::spawn_sweeper(opts.background_nice, Duration::from_secs(1))
         .map_err(|e| NodeError::Serve(format!("cannot start the priority sweeper: {e}")))?;
+    crate::memory::spawn_trimmer(Duration::from_secs(opts.malloc_trim_secs))
+        .map_err(|e| NodeError::Serve(format!("cannot start the malloc-trim thread: {e}")))?;
 
     let ctx = Arc::new(NodeContext {
         node_id: opts.node_id,

@@ -41,7 +41,7 @@ pub use edges::{ApplyOutcome, StateMachine, StateMachineError, Transport};
 pub use error::{Result, WalError};
 pub use raft;
 pub use raft::eraftpb;
-pub use status::{ApplyStall, Committed, Rebuild, Role, ShardStatus, WalStats};
+pub use status::{ApplyStall, Committed, Rebuild, Role, ShardStatus, WalMemory, WalStats};
 
 use apply::ApplyMsg;
 use clock::Clock;
@@ -507,6 +507,18 @@ impl Wal {
         WalStats {
             synced_batches: self.inner.stats.synced_batches.load(Ordering::Relaxed),
             synced_entries: self.inner.stats.synced_entries.load(Ordering::Relaxed),
+        }
+    }
+
+    /// What RocksDB holds in memory now (zeros once shut down).
+    pub fn memory(&self) -> WalMemory {
+        let Some(db) = self.db.lock().clone() else {
+            return WalMemory::default();
+        };
+        let prop = |name: &str| db.property_int_value(name).ok().flatten().unwrap_or(0);
+        WalMemory {
+            memtables: prop("rocksdb.cur-size-all-mem-tables"),
+            sst_readers: prop("rocksdb.estimate-table-readers-mem"),
         }
     }
 

@@ -81,6 +81,17 @@ pub struct ApplyStall {
     pub attempts: u32,
 }
 
+/// Memory the WAL's RocksDB holds outside the Rust heap.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WalMemory {
+    /// Active and immutable memtables (`rocksdb.cur-size-all-mem-tables`):
+    /// up to `max_write_buffer_number` x the write buffer size.
+    pub memtables: u64,
+    /// Index and filter blocks of open SST files
+    /// (`rocksdb.estimate-table-readers-mem`).
+    pub sst_readers: u64,
+}
+
 /// Counters of the WAL's group commit.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct WalStats {
