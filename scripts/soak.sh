@@ -17,8 +17,10 @@
 # /api/v1/sql, then FINAL on the requests not found whole); the RSS of
 # every process is sampled every SOAK_SAMPLE_SECS (10) from /proc and its
 # least-squares slope printed (`shardhouse-loadtest analyze rss-slope`;
-# restarts are separate incarnations, the first SOAK_WARMUP_SECS (120) of
-# each left out).
+# restarts are separate incarnations, the first SOAK_WARMUP_SECS (300) of
+# each left out: a node's RSS climbs for its first ~5-8 minutes at 140k
+# points/s while its memtables, parts and glibc arenas reach their steady
+# state, then stays level; docs/benchmarks.md "Soak", "Session 14").
 #
 # Last lines:
 #   rss_slope_mb_per_hour node-1=<x> ... (and stderr, mean, flat verdict)
@@ -47,7 +49,7 @@ RATE=${RATE:-14}
 BATCH=${BATCH:-10000}
 SHARDS=${SHARDS:-6}
 SAMPLE_SECS=${SOAK_SAMPLE_SECS:-10}
-WARMUP_SECS=${SOAK_WARMUP_SECS:-120}
+WARMUP_SECS=${SOAK_WARMUP_SECS:-300}
 DOWN=5
 PARTITION_SECS=20
 SLOW_SECS=20
