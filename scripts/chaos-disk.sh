@@ -244,6 +244,16 @@ if [ "$FAULTS_DISK_OK" = 1 ]; then
   pid_before=$(sh_pid_of "node-$V")
   faults_disk_fill "$V" wal "$WAL_LEAVE_MB"
   log "node $V's WAL disk filled ($(faults_disk_free_mib "$V" wal) MiB free)"
+  # The node looks at its free space at most every 250 ms, when a write
+  # comes (the load keeps them coming): probes sent before that look are
+  # rightly taken into the reserve, so they wait until it has looked.
+  t_fill=$(date +%s%3N)
+  deadline=$((SECONDS + 10))
+  until [ "$(faults_node_metric "$V" shardhouse_wal_disk_full)" = 1 ]; do
+    ((SECONDS < deadline)) || { log "node $V never reported its WAL disk full (shardhouse_wal_disk_full) within 10 s"; ok=0; break; }
+    sleep 0.1
+  done
+  detected_ms=$(($(date +%s%3N) - t_fill))
   full_at=$(acked_lines)
   t_full=$SECONDS
   PROBE_ANSWER=""
@@ -290,7 +300,7 @@ if [ "$FAULTS_DISK_OK" = 1 ]; then
   if ! [[ "$stored" =~ ^[0-9]+$ ]] || ((stored < PROBES_ACKED || stored > PROBES_ACKED + PROBES_UNKNOWN)); then
     log "probe points stored: $stored, acknowledged: $PROBES_ACKED, unknown outcome: $PROBES_UNKNOWN"; ok=0
   fi
-  scenario_end wal_disk_full "$ok" 1 "node=$V leads=$leads probes_while_full_committed=$full_ok node_refused_disk_full=${refused:-0} probes_while_full_503_with_reason=$full_refused probes_acked=$PROBES_ACKED probes_unknown=$PROBES_UNKNOWN probes_stored=$stored acked_requests_while_full=$acked_while_full all_probes_taken_ms_after_free=$recovered_ms"
+  scenario_end wal_disk_full "$ok" 1 "node=$V leads=$leads full_detected_ms=$detected_ms probes_while_full_committed=$full_ok node_refused_disk_full=${refused:-0} probes_while_full_503_with_reason=$full_refused probes_acked=$PROBES_ACKED probes_unknown=$PROBES_UNKNOWN probes_stored=$stored acked_requests_while_full=$acked_while_full all_probes_taken_ms_after_free=$recovered_ms"
 else
   log "== 6 SKIPPED wal_disk_full: $FAULTS_DISK_WHY"
 fi
