@@ -179,36 +179,27 @@ impl StreamCache {
             .any(|f| matches!(f.data_type(), DataType::Dictionary(..)) || f.data_type().is_nested())
     }
 
+    /// One lookup of `schema` per stream (it is hashed field by field).
     fn encode(
         &mut self,
         schema: &SchemaRef,
         batches: &[RecordBatch],
     ) -> Result<Vec<u8>, ArrowError> {
-        if !self.schemas.contains_key(schema.as_ref()) {
+        let Some(kept) = self.schemas.get_mut(schema.as_ref()) else {
+            let mut kept = KeptStream::new(schema)?;
+            let bytes = kept.stream(batches)?;
             if self.schemas.len() >= Self::MAX_SCHEMAS {
                 self.schemas.clear();
             }
-            let kept = KeptStream::new(schema)?;
             self.schemas.insert(schema.as_ref().clone(), kept);
+            return Ok(bytes);
+        };
+        let bytes = kept.stream(batches);
+        if bytes.is_err() {
+            // The writer may be left mid-message: never reuse it.
+            self.schemas.remove(schema.as_ref());
         }
-        let kept = self
-            .schemas
-            .get_mut(schema.as_ref())
-            .expect("inserted above");
-        let size: usize = batches.iter().map(|b| b.get_array_memory_size()).sum();
-        let out = kept.writer.get_mut();
-        *out = Vec::with_capacity(size + kept.schema_message.len() + 1024);
-        out.extend_from_slice(&kept.schema_message);
-        for b in batches {
-            if let Err(e) = kept.writer.write(b) {
-                // The writer may be left mid-message: never reuse it.
-                self.schemas.remove(schema.as_ref());
-                return Err(e);
-            }
-        }
-        let out = kept.writer.get_mut();
-        out.extend_from_slice(&END_OF_STREAM);
-        Ok(std::mem::take(out))
+        bytes
     }
 }
 
@@ -220,6 +211,21 @@ impl KeptStream {
             schema_message,
             writer,
         })
+    }
+
+    /// The stream of `batches`: the kept schema message, the batches, the
+    /// end-of-stream marker.
+    fn stream(&mut self, batches: &[RecordBatch]) -> Result<Vec<u8>, ArrowError> {
+        let size: usize = batches.iter().map(|b| b.get_array_memory_size()).sum();
+        let out = self.writer.get_mut();
+        *out = Vec::with_capacity(size + self.schema_message.len() + 1024);
+        out.extend_from_slice(&self.schema_message);
+        for b in batches {
+            self.writer.write(b)?;
+        }
+        let out = self.writer.get_mut();
+        out.extend_from_slice(&END_OF_STREAM);
+        Ok(std::mem::take(out))
     }
 }
 
