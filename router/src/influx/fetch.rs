@@ -7,7 +7,7 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::{Float64Type, Int64Type, UInt64Type};
 use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_schema::DataType;
-use shardhouse_query::Value;
+use shardhouse_eval::Value;
 use tokio::time::Instant;
 
 use crate::error::Result;

@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 
 use shardhouse_influxql::{Call, DataType, Expr, Field, VarRef};
-use shardhouse_query::{Aggregate, Transform};
+use shardhouse_eval::{Aggregate, Transform};
 
 use super::select::{Schema, StmtResult};
 use super::sqlgen;

@@ -12,7 +12,7 @@ use shardhouse_common::proto::{
     storage_op, CreateDatabase, DropDatabase, DropMeasurement, SetRetention,
 };
 use shardhouse_influxql::{Statement, TagKeyMatch};
-use shardhouse_query::{Series, Value};
+use shardhouse_eval::{Series, Value};
 
 use super::fetch::{self, text_at};
 use super::select::StmtResult;

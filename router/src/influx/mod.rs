@@ -2,7 +2,7 @@
 //! (statements separated by `;`), `epoch`, `pretty`, `chunked`,
 //! `chunk_size` and `params`, answered in InfluxDB 1.8's JSON (or CSV
 //! with `Accept: application/csv`). Parsing is `shardhouse-influxql`,
-//! evaluation and encoding `shardhouse-query`; this module plans the
+//! evaluation and encoding `shardhouse-eval`; this module plans the
 //! statements onto the shards (docs/api.md, "/query").
 
 mod fetch;
@@ -22,7 +22,7 @@ use axum::extract::{RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use shardhouse_influxql::{ParamValue, Params, Statement};
-use shardhouse_query::encode::{self, CsvWriter, Format, StatementResult};
+use shardhouse_eval::encode::{self, CsvWriter, Format, StatementResult};
 use tokio::time::Instant;
 
 use crate::http::{parse_params, presented_token};
@@ -132,7 +132,7 @@ async fn answer(r: &Router, query: Option<&str>, headers: &HeaderMap, body: Body
         format.zone = s
             .timezone
             .as_deref()
-            .and_then(|z| shardhouse_query::time_zone(z).ok());
+            .and_then(|z| shardhouse_eval::time_zone(z).ok());
     }
     let ctx = Ctx {
         router: r,

@@ -14,9 +14,9 @@
 
 use arrow_array::cast::AsArray;
 use arrow_array::{Array, ArrayRef, RecordBatch};
-use shardhouse_query::aggregate::{Rule, Sum};
-use shardhouse_query::exact::ExactSum;
-use shardhouse_query::{Aggregate, Interval, Partial, Point, Value};
+use shardhouse_eval::aggregate::{Rule, Sum};
+use shardhouse_eval::exact::ExactSum;
+use shardhouse_eval::{Aggregate, Interval, Partial, Point, Value};
 
 use super::fetch::{int_at, u64_at, value_at};
 use super::sqlgen::{SERIES_COLUMN, TIME_COLUMN};

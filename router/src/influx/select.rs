@@ -5,7 +5,7 @@
 //! (only when it groups by or shows tags); (3) each shard's points in the
 //! time range, pruned by the tag condition through the tag index and
 //! filtered by the field condition, read `FINAL` (one row per point); then
-//! the `shardhouse-query` pipeline: each shard's points become per-group,
+//! the `shardhouse-eval` pipeline: each shard's points become per-group,
 //! per-bucket partials, the router merges them (exact for every aggregate,
 //! see that crate), evaluates, fills, transforms and shapes.
 //!
@@ -20,8 +20,8 @@ use shardhouse_influxql::time::{split_condition, time_range, TimeRange};
 use shardhouse_influxql::{
     Dimension, Expr, MeasurementMatch, SelectStatement, SortOrder, Source, VarRef,
 };
-use shardhouse_query::partials::{group_key, merge_groups, Groups};
-use shardhouse_query::{
+use shardhouse_eval::partials::{group_key, merge_groups, Groups};
+use shardhouse_eval::{
     finish, only_selector, time_zone, Emitted, EvalOptions, Gathered, Interval, Point, Series,
     SeriesKey, Value, Windowing,
 };

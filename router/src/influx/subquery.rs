@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 
 use shardhouse_influxql::time::{split_condition, time_range, TimeRange};
 use shardhouse_influxql::{Dimension, Expr, SelectStatement, SortOrder};
-use shardhouse_query::partials::{group_key, group_partials, merge_groups, Groups, SeriesPoint};
-use shardhouse_query::{
+use shardhouse_eval::partials::{group_key, group_partials, merge_groups, Groups, SeriesPoint};
+use shardhouse_eval::{
     finish, only_selector, time_zone, Aggregate, Emitted, EvalOptions, Gathered, Interval, Series,
     SeriesKey, Transform, Value, Windowing,
 };
@@ -26,7 +26,7 @@ enum Source {
 
 /// Evaluates `outer` over the rows of `inner` (already computed).
 pub fn evaluate(outer: &SelectStatement, inner: Vec<Series>, now: i64) -> StmtResult<Vec<Series>> {
-    let err = |e: shardhouse_query::Error| e.to_string();
+    let err = |e: shardhouse_eval::Error| e.to_string();
     let ascending = outer.order_by != Some(SortOrder::Descending);
     let mut range = TimeRange::UNBOUNDED;
     if let Some(c) = &outer.condition {

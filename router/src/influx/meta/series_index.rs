@@ -7,7 +7,7 @@ use arrow_array::RecordBatch;
 use shardhouse_common::names::sql_literal;
 use shardhouse_influxql::time::{split_condition, time_range};
 use shardhouse_influxql::{Expr, MeasurementMatch, MeasurementName, VarRef};
-use shardhouse_query::{Series, Value};
+use shardhouse_eval::{Series, Value};
 
 use super::super::fetch::{self, text_at};
 use super::super::select::StmtResult;

@@ -9,7 +9,7 @@ use shardhouse_influxql::time::{split_condition, time_range, TimeRange};
 use shardhouse_influxql::{
     BinaryOp, Expr, Literal, MeasurementMatch, RetentionDuration, SeriesFilter, VarRef,
 };
-use shardhouse_query::Series;
+use shardhouse_eval::Series;
 
 use super::super::select::StmtResult;
 use super::super::Ctx;

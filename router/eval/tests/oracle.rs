@@ -11,8 +11,8 @@
 use std::collections::BTreeMap;
 
 use shardhouse_influxql::time::TimeRange;
-use shardhouse_query::partials::{group_key, group_partials, merge_groups, Groups, SeriesPoint};
-use shardhouse_query::{
+use shardhouse_eval::partials::{group_key, group_partials, merge_groups, Groups, SeriesPoint};
+use shardhouse_eval::{
     evaluate_field, Aggregate, EvalOptions, Fill, Interval, Transform, Value, Windowing, Zone,
 };
 
@@ -247,8 +247,8 @@ fn merged_partials_equal_one_place_evaluation() {
 /// The one-place answer against a naive implementation.
 fn check_reference(
     agg: &Aggregate,
-    key: &shardhouse_query::SeriesKey,
-    buckets: &BTreeMap<i64, shardhouse_query::Partial>,
+    key: &shardhouse_eval::SeriesKey,
+    buckets: &BTreeMap<i64, shardhouse_eval::Partial>,
     points: &[SeriesPoint],
     dims: &[String],
     windowing: &Windowing,

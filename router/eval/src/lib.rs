@@ -1,4 +1,4 @@
-//! # shardhouse-query
+//! # shardhouse-eval
 //!
 //! The layout-independent half of the router's InfluxQL read path: pure
 //! functions over plain data (no I/O, no engine) that turn per-shard

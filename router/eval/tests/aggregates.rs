@@ -9,7 +9,7 @@ use support::*;
 const DAY: &str = "WHERE time >= '1970-01-01T00:00:00Z' AND time < '1970-01-02T00:00:00Z'";
 
 /// InfluxDB's usual test data: two series for host A, one for host B.
-fn cpu(value: fn(i64) -> shardhouse_query::Value) -> Vec<shardhouse_query::partials::SeriesPoint> {
+fn cpu(value: fn(i64) -> shardhouse_eval::Value) -> Vec<shardhouse_eval::partials::SeriesPoint> {
     vec![
         pt("region=west,host=A", 0, value(20)),
         pt("region=west,host=A", 11, value(3)),
@@ -25,15 +25,15 @@ fn cpu(value: fn(i64) -> shardhouse_query::Value) -> Vec<shardhouse_query::parti
     ]
 }
 
-fn float(v: i64) -> shardhouse_query::Value {
+fn float(v: i64) -> shardhouse_eval::Value {
     f(v as f64)
 }
 
-fn int(v: i64) -> shardhouse_query::Value {
+fn int(v: i64) -> shardhouse_eval::Value {
     i(v)
 }
 
-fn unsigned(v: i64) -> shardhouse_query::Value {
+fn unsigned(v: i64) -> shardhouse_eval::Value {
     u(v as u64)
 }
 

@@ -4,10 +4,10 @@
 
 use std::collections::BTreeMap;
 
-use shardhouse_query::encode::{
+use shardhouse_eval::encode::{
     chunk, chunk_size, epoch_divisor, to_json, CsvWriter, Format, Response, StatementResult,
 };
-use shardhouse_query::{Series, Value, Zone};
+use shardhouse_eval::{Series, Value, Zone};
 
 fn series(name: &str, tags: &[(&str, &str)], columns: &[&str], values: Vec<Vec<Value>>) -> Series {
     Series {
