@@ -1,7 +1,20 @@
 #!/usr/bin/env bash
 # Every test: commit subjects, formatting, lints, unit and integration tests
 # (real chDB, RocksDB, etcd, node processes), then the extra suites in
-# scripts/tests.d (`make test` installs what they need first).
+# scripts/tests.d. Installs what it needs first (scripts/install-deps.sh).
+#
+# Where a cold run's time goes, and why the stages are in this order:
+# - The slow tools of scripts/deps.d (Go builds: kube-apiserver, helm,
+#   Grafana) and the Kubernetes suite's own (scripts/k8s/deps.sh: kubelet,
+#   CoreDNS, containerd...) build in the background while cargo compiles;
+#   cargo test waits for them (the operator tests run kube-apiserver).
+# - The workspace is compiled once per mode: clippy checks it, then one
+#   `cargo build --bins --tests --examples` builds everything cargo test
+#   runs, with the features cargo test resolves (dev-dependencies turn on
+#   features such as tokio's test-util, so a plain `cargo build --bins`
+#   compiled tokio, arrow, tonic, kube and every workspace crate a second
+#   time with other features). Build-script outputs, RocksDB's C++ above
+#   all, are shared by clippy and the build (same profile).
 # Every stage prints "== <stage> took Ns"; a table of them ends the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,13 +26,22 @@ SUBJECT_MAX=71
 
 stage_names=()
 stage_secs=()
+tools_pid=""
+tools_secs=""
+TOOLS_LOG=$(mktemp "${TMPDIR:-/tmp}/shardhouse-tools.XXXXXX")
 
 summary() {
   local rc=$? i
+  if [ -n "$tools_pid" ]; then
+    kill -TERM -- "-$tools_pid" 2>/dev/null || true
+    wait "$tools_pid" 2>/dev/null || true
+  fi
+  rm -f "$TOOLS_LOG"
   echo "== stage timings (seconds)"
   for i in "${!stage_names[@]}"; do
     printf '  %6s  %s\n' "${stage_secs[$i]}" "${stage_names[$i]}"
   done
+  [ -z "$tools_secs" ] || printf '  %6s  %s\n' "$tools_secs" "(background: scripts/deps.d and the k8s suite's tools, overlapped with cargo)"
   printf '  %6s  %s\n' "$SECONDS" "total"
   return "$rc"
 }
@@ -40,6 +62,39 @@ stage() {
     stage_names[-1]+=" FAILED (exit $rc)"
     exit "$rc"
   fi
+}
+
+# The tools the cargo tests and the suites need but cargo does not build.
+# Runs in its own process group, so a failing run can stop all of it.
+tools_job() {
+  local t0=$SECONDS rc=0
+  scripts/install-deps.sh --extras || rc=$?
+  if ((rc == 0)) && [ -e scripts/tests.d/k8s.sh ] && [ "$(id -u)" = 0 ]; then
+    # Only a head start: scripts/tests.d/k8s.sh runs it again (a no-op
+    # when everything is current) and reports a failure where it belongs.
+    local t1=$SECONDS
+    scripts/k8s/deps.sh || echo "[tools] scripts/k8s/deps.sh failed (exit $?); scripts/tests.d/k8s.sh will retry it"
+    echo "[tools] scripts/k8s/deps.sh took $((SECONDS - t1))s"
+  fi
+  echo "[tools] done in $((SECONDS - t0))s"
+  return "$rc"
+}
+
+start_tools() {
+  export -f tools_job
+  setsid bash -c 'set -euo pipefail; tools_job' >"$TOOLS_LOG" 2>&1 </dev/null &
+  tools_pid=$!
+  echo "building the test tools in the background (log: $TOOLS_LOG)"
+}
+
+wait_tools() {
+  local rc=0
+  wait "$tools_pid" || rc=$?
+  tools_pid=""
+  sed 's/^/  | /' "$TOOLS_LOG"
+  tools_secs=$(sed -n 's/^\[tools\] done in \([0-9]*\)s$/\1/p' "$TOOLS_LOG" | tail -n 1)
+  ((rc == 0)) || echo "the test tools failed to install (exit $rc): see the log above"
+  return "$rc"
 }
 
 # Subjects of the commits since SUBJECT_CUTOFF (or HEAD's alone when the
@@ -76,10 +131,14 @@ cargo_test() {
   return "$status"
 }
 
+stage "deps" scripts/install-deps.sh --core
+start_tools
 stage "commit subjects" check_commit_subjects
 stage "cargo fmt --check" cargo fmt --all -- --check
 stage "cargo clippy -D warnings" cargo clippy --release --workspace --all-targets -- -D warnings
-stage "cargo build (binaries used by integration tests)" cargo build --release --workspace --bins
+stage "cargo build (binaries, tests, examples)" \
+  cargo build --release --workspace --bins --tests --examples
+stage "test tools (waiting for the background build)" wait_tools
 stage "cargo test" cargo_test
 
 for suite in scripts/tests.d/*.sh; do
