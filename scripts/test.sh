@@ -15,6 +15,8 @@
 #   compiled tokio, arrow, tonic, kube and every workspace crate a second
 #   time with other features). Build-script outputs, RocksDB's C++ above
 #   all, are shared by clippy and the build (same profile).
+# - RocksDB's C++ (~10 min cold) cannot come from Debian instead: bookworm's
+#   librocksdb-dev is 7.8.3, the rocksdb crate bundles and binds 11.8.1.
 # Every stage prints "== <stage> took Ns"; a table of them ends the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
