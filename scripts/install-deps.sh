@@ -3,12 +3,14 @@
 # quick when everything is already there. Needs root for apt (CI runs as root).
 #
 #   scripts/install-deps.sh           everything (make deps)
-#   scripts/install-deps.sh --core    what cargo needs to build and the cargo
-#                                     tests need besides scripts/deps.d: apt
-#                                     packages, the toolchain, the engine
-#   scripts/install-deps.sh --extras  the tools of scripts/deps.d (Go builds
-#                                     that take minutes cold); scripts/test.sh
-#                                     runs this in the background while cargo
+#   scripts/install-deps.sh --core    what cargo needs to build: apt
+#                                     packages (libclang, protoc, etcd) and
+#                                     the toolchain
+#   scripts/install-deps.sh --extras  what only running needs: the engine
+#                                     (chdb-core, 175 MB from PyPI) and the
+#                                     tools of scripts/deps.d (Go builds that
+#                                     take minutes cold); scripts/test.sh runs
+#                                     this in the background while cargo
 #                                     compiles
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -46,7 +48,9 @@ install_core() {
   # --- Rust toolchain pinned by rust-toolchain.toml (rustup installs on demand).
   command -v cargo >/dev/null || { log "cargo not found: install rustup first"; exit 1; }
   cargo --version >/dev/null
+}
 
+install_engine() {
   # --- The embedded engine: chdb-core wheel unpacked into a project-local dir.
   if [ ! -f "$CHDB_DIR/.installed-$CHDB_VERSION" ]; then
     log "installing chdb-core==$CHDB_VERSION into $CHDB_DIR"
@@ -71,5 +75,8 @@ install_extras() {
 }
 
 ((core == 0)) || install_core
-((extras == 0)) || install_extras
+if ((extras)); then
+  install_engine
+  install_extras
+fi
 log "ok"
