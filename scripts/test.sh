@@ -91,9 +91,11 @@ start_tools() {
 
 wait_tools() {
   local rc=0
+  # What the job printed so far, then live until it ends (a stalled
+  # download shows here, not as a silent wait).
+  tail -n +1 -f --pid="$tools_pid" "$TOOLS_LOG" | sed -u 's/^/  | /'
   wait "$tools_pid" || rc=$?
   tools_pid=""
-  sed 's/^/  | /' "$TOOLS_LOG"
   tools_secs=$(sed -n 's/^\[tools\] done in \([0-9]*\)s$/\1/p' "$TOOLS_LOG" | tail -n 1)
   ((rc == 0)) || echo "the test tools failed to install (exit $rc): see the log above"
   return "$rc"
