@@ -67,7 +67,8 @@ stage() {
 }
 
 # The tools the cargo tests and the suites need but cargo does not build.
-# Runs in its own process group, so a failing run can stop all of it.
+# Runs in a process group of its own (job control on while it starts), so
+# a failing run can stop all of it.
 tools_job() {
   local t0=$SECONDS rc=0
   scripts/install-deps.sh --extras || rc=$?
@@ -84,8 +85,10 @@ tools_job() {
 
 start_tools() {
   export -f tools_job
-  setsid bash -c 'set -euo pipefail; tools_job' >"$TOOLS_LOG" 2>&1 </dev/null &
+  set -m
+  bash -c 'set -euo pipefail; tools_job' >"$TOOLS_LOG" 2>&1 </dev/null &
   tools_pid=$!
+  set +m
   echo "building the test tools in the background (log: $TOOLS_LOG)"
 }
 
