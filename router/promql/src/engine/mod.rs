@@ -1,0 +1,201 @@
+//! The evaluator: a query is parsed, every selector's samples are fetched
+//! once for the whole time range it needs ([`plan`]), then the expression is
+//! evaluated step by step without further I/O ([`eval`]), as Prometheus's
+//! engine does with its range evaluation.
+
+mod aggregate;
+mod binary;
+mod call;
+mod eval;
+pub mod functions;
+mod plan;
+
+pub use plan::matchers_of as selector_matchers;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use promql_parser::parser;
+
+use crate::labels::Labels;
+use crate::source::SampleSource;
+use crate::{Error, Result};
+
+/// Prometheus's stale marker: a NaN with this exact bit pattern ends a
+/// series (remote_write carries it, `_samples` keeps it).
+pub const STALE_NAN_BITS: u64 = 0x7ff0_0000_0000_0002;
+
+pub fn is_stale(v: f64) -> bool {
+    v.to_bits() == STALE_NAN_BITS
+}
+
+/// Prometheus refuses range queries with more points per series.
+pub const MAX_POINTS_PER_SERIES: i64 = 11_000;
+
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// How far back an instant selector looks for a sample (Prometheus's
+    /// `--query.lookback-delta`, 5m).
+    pub lookback_ms: i64,
+    /// The most samples a query may hold (Prometheus's
+    /// `--query.max-samples`, 50,000,000).
+    pub max_samples: usize,
+    /// The step of a subquery written without one, in an instant query
+    /// (Prometheus uses its global evaluation interval, 1m by default).
+    pub default_subquery_step_ms: i64,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions {
+            lookback_ms: 5 * 60 * 1000,
+            max_samples: 50_000_000,
+            default_subquery_step_ms: 60_000,
+        }
+    }
+}
+
+/// A series of a range query's answer, or of an instant query's range
+/// vector.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RangeSeries {
+    pub labels: Labels,
+    pub points: Vec<(i64, f64)>,
+}
+
+/// A query's answer, shaped as Prometheus's `resultType`s.
+#[derive(Debug, Clone, PartialEq)]
+pub enum QueryValue {
+    Scalar(i64, f64),
+    String(i64, String),
+    Vector(Vec<(Labels, i64, f64)>),
+    Matrix(Vec<RangeSeries>),
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Engine {
+    pub options: EngineOptions,
+}
+
+/// Parses PromQL, giving Prometheus's `bad_data` message on failure.
+pub fn parse(query: &str) -> Result<parser::Expr> {
+    parser::parse(query).map_err(|e| Error::BadData(parse_error_text(query, &e)))
+}
+
+/// Prometheus prefixes parse errors with `line:column: parse error: `;
+/// the parser gives its message without a position, so the position is
+/// the start of the query unless the message names one.
+fn parse_error_text(query: &str, msg: &str) -> String {
+    let msg = msg.trim();
+    if msg.contains("parse error") {
+        return msg.to_string();
+    }
+    let _ = query;
+    format!("1:1: parse error: {msg}")
+}
+
+impl Engine {
+    pub fn new(options: EngineOptions) -> Self {
+        Engine { options }
+    }
+
+    /// `/api/v1/query`: the expression at one time.
+    pub async fn instant(
+        &self,
+        source: &dyn SampleSource,
+        query: &str,
+        time_ms: i64,
+    ) -> Result<QueryValue> {
+        let expr = parse(query)?;
+        let steps = vec![time_ms];
+        let value = self.run(source, &expr, time_ms, time_ms, steps).await?;
+        Ok(eval::to_instant(value, time_ms))
+    }
+
+    /// `/api/v1/query_range`: the expression at every step from start to
+    /// end; the answer is always a matrix sorted by labels.
+    pub async fn range(
+        &self,
+        source: &dyn SampleSource,
+        query: &str,
+        start_ms: i64,
+        end_ms: i64,
+        step_ms: i64,
+    ) -> Result<QueryValue> {
+        let expr = parse(query)?;
+        let kind = expr.value_type();
+        if !matches!(
+            kind,
+            parser::value::ValueType::Scalar | parser::value::ValueType::Vector
+        ) {
+            return Err(Error::BadData(format!(
+                "invalid expression type \"{}\" for range query, must be Scalar or instant Vector",
+                type_name(kind)
+            )));
+        }
+        if step_ms <= 0 {
+            return Err(Error::BadData(
+                "zero or negative query resolution step widths are not accepted. Try a positive integer".into(),
+            ));
+        }
+        if end_ms < start_ms {
+            return Err(Error::BadData(
+                "end timestamp must not be before start time".into(),
+            ));
+        }
+        let steps: Vec<i64> = (0..)
+            .map(|i| start_ms + i * step_ms)
+            .take_while(|t| *t <= end_ms)
+            .collect();
+        let value = self
+            .run(source, &expr, start_ms, end_ms, steps.clone())
+            .await?;
+        eval::to_range(value, &steps)
+    }
+
+    async fn run(
+        &self,
+        source: &dyn SampleSource,
+        expr: &parser::Expr,
+        start_ms: i64,
+        end_ms: i64,
+        steps: Vec<i64>,
+    ) -> Result<eval::Val> {
+        let span = plan::Span {
+            start: start_ms,
+            end: end_ms,
+        };
+        let mut wanted = Vec::new();
+        plan::selectors(expr, &self.options, span, span, &mut wanted)?;
+        let data = plan::fetch(source, &wanted, self.options.max_samples).await?;
+        let ev = eval::Evaluator {
+            data,
+            opts: &self.options,
+            query: span,
+            held: std::cell::Cell::new(0),
+        };
+        ev.eval(expr, &Arc::new(steps))
+    }
+}
+
+pub(crate) fn type_name(t: parser::value::ValueType) -> &'static str {
+    match t {
+        parser::value::ValueType::Scalar => "scalar",
+        parser::value::ValueType::Vector => "instant vector",
+        parser::value::ValueType::Matrix => "range vector",
+        parser::value::ValueType::String => "string",
+    }
+}
+
+/// Groups per-step samples into series keyed by labels, in label order.
+pub(crate) fn collect_series(
+    points: impl IntoIterator<Item = (Labels, i64, f64)>,
+) -> Vec<RangeSeries> {
+    let mut by: BTreeMap<Labels, Vec<(i64, f64)>> = BTreeMap::new();
+    for (l, t, v) in points {
+        by.entry(l).or_default().push((t, v));
+    }
+    by.into_iter()
+        .map(|(labels, points)| RangeSeries { labels, points })
+        .collect()
+}
