@@ -13,6 +13,7 @@ mod error;
 pub mod labels;
 pub mod source;
 
+pub use async_trait::async_trait;
 pub use engine::{Engine, EngineOptions, QueryValue, RangeSeries};
 pub use error::{Error, Result};
 pub use labels::Labels;

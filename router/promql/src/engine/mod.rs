@@ -10,6 +10,7 @@ mod eval;
 pub mod functions;
 mod plan;
 
+pub use aggregate::is_label_name;
 pub use plan::matchers_of as selector_matchers;
 
 use std::collections::BTreeMap;
@@ -82,16 +83,46 @@ pub fn parse(query: &str) -> Result<parser::Expr> {
     parser::parse(query).map_err(|e| Error::BadData(parse_error_text(query, &e)))
 }
 
-/// Prometheus prefixes parse errors with `line:column: parse error: `;
-/// the parser gives its message without a position, so the position is
-/// the start of the query unless the message names one.
+/// Prometheus prefixes parse errors with `line:column: parse error: `.
+/// The parser gives its message without a position, so the position is
+/// found from the message: the end of the input for what is left open, the
+/// offending character for what is unexpected, else the start.
 fn parse_error_text(query: &str, msg: &str) -> String {
     let msg = msg.trim();
-    if msg.contains("parse error") {
-        return msg.to_string();
+    let at_end = ["unclosed", "unexpected end of input", "unterminated"];
+    let pos = if at_end.iter().any(|m| msg.starts_with(m)) {
+        query.len()
+    } else if msg.starts_with("unexpected right parenthesis") {
+        unbalanced_close(query).unwrap_or(0)
+    } else if let Some(c) = msg
+        .strip_prefix("unexpected character inside brackets: '")
+        .and_then(|r| r.chars().next())
+    {
+        query
+            .find('[')
+            .and_then(|b| query[b..].find(c).map(|i| b + i))
+            .unwrap_or(0)
+    } else {
+        0
+    };
+    let before = &query[..pos.min(query.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = pos - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+    format!("{line}:{col}: parse error: {msg}")
+}
+
+/// The byte offset of the first `)` that closes nothing.
+fn unbalanced_close(query: &str) -> Option<usize> {
+    let mut depth = 0i32;
+    for (i, c) in query.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' if depth == 0 => return Some(i),
+            ')' => depth -= 1,
+            _ => {}
+        }
     }
-    let _ = query;
-    format!("1:1: parse error: {msg}")
+    None
 }
 
 impl Engine {
@@ -198,4 +229,28 @@ pub(crate) fn collect_series(
     by.into_iter()
         .map(|(labels, points)| RangeSeries { labels, points })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_errors_carry_a_position() {
+        let e = |q: &str| parse(q).unwrap_err().to_string();
+        assert_eq!(e("sum(up"), "1:7: parse error: unclosed left parenthesis");
+        assert_eq!(
+            e("up)"),
+            "1:3: parse error: unexpected right parenthesis ')'"
+        );
+        assert_eq!(
+            e("rate(up[5m)"),
+            "1:11: parse error: unexpected character inside brackets: ')'"
+        );
+        assert_eq!(
+            e("up +\n  {a=\"b\""),
+            "2:9: parse error: unexpected end of input inside braces"
+        );
+        assert!(e("rate(up)").starts_with("1:1: parse error: expected type matrix"));
+    }
 }

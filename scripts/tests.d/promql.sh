@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# `make test` suite: PromQL answered by Shardhouse equals a real
+# Prometheus's. A Prometheus 2.42 (Debian's `prometheus` package) scrapes
+# itself, the router and three generator targets (scripts/promql/generator.py:
+# counters with a reset, gauges, a classic histogram) every 5 s for ~2.5
+# minutes and remote-writes everything to a local cluster (3 nodes, RF=3).
+# Then every query of scripts/promql/queries.txt runs as a range query
+# against both /api/v1/query_range endpoints over the same window and the
+# answers are compared series by series (scripts/promql/compare.py; relative
+# tolerance 1e-5 as the compliance tester's). Also checks the API's edges:
+# buildinfo, labels, series, a parse error's 400 bad_data.
+# Skips, printing why, when Prometheus cannot be installed. Cost: ~3.5 min.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+BIN=${SHARDHOUSE_BIN:-${CARGO_TARGET_DIR:-$HOME/.cache/shardhouse/target}/release}
+export SHARDHOUSE_BIN=$BIN
+SCRAPE_SECONDS=${PROMQL_SCRAPE_SECONDS:-150}
+fail() { echo "FAIL promql: $*" >&2; exit 1; }
+
+if ! command -v prometheus >/dev/null; then
+  if ! (DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus >/dev/null 2>&1); then
+    echo "SKIP promql: no prometheus binary and apt-get install prometheus failed"
+    exit 0
+  fi
+fi
+PROM_VERSION=$(prometheus --version 2>&1 | head -1)
+for b in shardhouse-node shardhouse-router; do
+  [ -x "$BIN/$b" ] || fail "$BIN/$b missing: build with cargo build --release --workspace --bins"
+done
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/shardhouse-promql-test.XXXXXX")
+PROM_PID="" GEN_PID=""
+# shellcheck source=scripts/lib/cluster.sh
+source scripts/lib/cluster.sh
+cleanup() {
+  local p
+  for p in $PROM_PID $GEN_PID; do
+    kill "$p" 2>/dev/null || true
+    wait "$p" 2>/dev/null || true
+  done
+  [ -z "${SH_DATA:-}" ] || sh_stop_all
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+sh_cluster_init "$TMP/data" 3
+sh_start_etcd
+sh_start_nodes 4 3
+sh_start_router
+sh_wait_writable || fail "the cluster does not take writes"
+ROUTER="http://$SH_ROUTER_HTTP"
+
+# --- scrape targets and the reference Prometheus
+G1=$(sh_free_port) G2=$(sh_free_port) G3=$(sh_free_port) PROM_PORT=$(sh_free_port)
+python3 scripts/promql/generator.py "$G1" "$G2" "$G3" >"$TMP/generator.log" 2>&1 &
+GEN_PID=$!
+cat >"$TMP/prometheus.yml" <<YAML
+global:
+  scrape_interval: 5s
+  evaluation_interval: 5s
+scrape_configs:
+  - job_name: prometheus
+    static_configs: [{targets: ['127.0.0.1:$PROM_PORT']}]
+  - job_name: demo
+    static_configs: [{targets: ['127.0.0.1:$G1', '127.0.0.1:$G2', '127.0.0.1:$G3']}]
+  - job_name: shardhouse
+    static_configs: [{targets: ['$SH_ROUTER_HTTP']}]
+remote_write:
+  - url: $ROUTER/api/v1/prom/write
+    queue_config: {batch_send_deadline: 1s, min_backoff: 100ms, max_backoff: 1s}
+YAML
+prometheus --config.file="$TMP/prometheus.yml" --storage.tsdb.path="$TMP/prom" \
+  --web.listen-address="127.0.0.1:$PROM_PORT" --log.level=warn >"$TMP/prometheus.log" 2>&1 &
+PROM_PID=$!
+PROM="http://127.0.0.1:$PROM_PORT"
+deadline=$((SECONDS + 60))
+until curl -fsS -m 2 "$PROM/-/ready" >/dev/null 2>&1; do
+  kill -0 "$PROM_PID" 2>/dev/null || { cat "$TMP/prometheus.log" >&2; fail "prometheus exited"; }
+  ((SECONDS < deadline)) || fail "prometheus not ready after 60 s"
+  sleep 0.5
+done
+echo "reference: $PROM_VERSION; scraping for ${SCRAPE_SECONDS}s"
+START=$(date +%s)
+sleep "$SCRAPE_SECONDS"
+
+# --- the API's edges
+body=$(curl -s "$ROUTER/api/v1/status/buildinfo")
+echo "$body" | grep -q '"version":"2\.' || fail "buildinfo: $body"
+code=$(curl -s -o "$TMP/err.json" -w '%{http_code}' "$ROUTER/api/v1/query?query=sum(up")
+[ "$code" = 400 ] && grep -q '"errorType":"bad_data"' "$TMP/err.json" ||
+  fail "a malformed query answered $code $(cat "$TMP/err.json") (want 400 bad_data)"
+curl -s "$ROUTER/api/v1/label/__name__/values" | grep -q '"demo_requests_total"' ||
+  fail "label/__name__/values lacks demo_requests_total"
+curl -s "$ROUTER/api/v1/labels" | grep -q '"instance"' || fail "labels lacks instance"
+curl -s -G "$ROUTER/api/v1/series" --data-urlencode 'match[]=up{job="demo"}' | grep -q '"job":"demo"' ||
+  fail "series lacks up{job=demo}"
+echo "ok: buildinfo, labels, label values, series, bad_data"
+
+# --- the same range queries on both; the window ends 20 s ago so that
+# remote_write has delivered every sample in it.
+END=$(($(date +%s) - 20))
+BEGIN=$((START + 30))
+python3 scripts/promql/compare.py "$PROM" "$ROUTER" scripts/promql/queries.txt "$BEGIN" "$END" 10 |
+  tee "$TMP/compare.out"
+status=${PIPESTATUS[0]}
+[ "$status" = 0 ] || fail "$(tail -1 "$TMP/compare.out")"
+echo "ok: promql"
