@@ -22,9 +22,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Commits after this one must have subjects under 72 characters
-# (CONTRIBUTING.md); older history is left as it is.
+# (CONTRIBUTING.md); older history is left as it is. Main's history is
+# never rewritten, so a commit that landed over the limit is listed here
+# (full hash) and not counted again.
 SUBJECT_CUTOFF=de37d8b
 SUBJECT_MAX=71
+SUBJECT_EXEMPT="eee9a44bf79d8c4b75bfe9c05ca7eb88a5bf1c31"
 
 stage_names=()
 stage_secs=()
@@ -118,13 +121,16 @@ check_commit_subjects() {
   else
     echo "$SUBJECT_CUTOFF is not in this history: checking HEAD only"
   fi
-  git log --format='%h%x09%s' "${range[@]}" | SUBJECT_MAX=$SUBJECT_MAX python3 -c '
+  git log --format='%H%x09%s' "${range[@]}" |
+    SUBJECT_MAX=$SUBJECT_MAX SUBJECT_EXEMPT=$SUBJECT_EXEMPT python3 -c '
 import os, sys
 limit, bad, n = int(os.environ["SUBJECT_MAX"]), 0, 0
+exempt = set(os.environ["SUBJECT_EXEMPT"].split())
 for line in sys.stdin.buffer.read().decode("utf-8", "replace").splitlines():
     sha, _, subject = line.partition("\t")
     n += 1
-    if len(subject) > limit:
+    if len(subject) > limit and sha not in exempt:
+        sha = sha[:10]
         bad += 1
         print(f"commit {sha}: subject of {len(subject)} characters (at most {limit}; detail goes in the body, CONTRIBUTING.md):\n  {subject[:100]}...")
 print(f"{n} commit subjects checked, {bad} too long")
