@@ -18,10 +18,10 @@
 
 use shardhouse_common::lineproto::{self, FieldParser, Precision, SeriesParser};
 use shardhouse_common::series::series_id_of_key;
-use shardhouse_router::batch::{wire_tables, RequestBatch};
-use shardhouse_router::cardinality::{Cardinality, DbSeries};
 use shardhouse_router::config::RouterOptions;
-use shardhouse_router::series_cache::{DbCache, SeriesCache};
+use shardhouse_router::write::batch::{wire_tables, RequestBatch};
+use shardhouse_router::write::cardinality::{Cardinality, DbSeries};
+use shardhouse_router::write::series_cache::{DbCache, SeriesCache};
 use std::collections::HashMap;
 use std::hint::black_box;
 use std::io::Write;

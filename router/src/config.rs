@@ -65,6 +65,13 @@ pub struct RouterOptions {
     pub query_timeout_ms: u64,
 }
 
+/// Default `max_shard_rpcs`.
+pub const DEFAULT_MAX_SHARD_RPCS: usize = 4;
+/// Default `max_coalesce_bytes`.
+pub const DEFAULT_MAX_COALESCE_BYTES: usize = 16 << 20;
+/// Default `max_node_rpcs`.
+pub const DEFAULT_MAX_NODE_RPCS: usize = 4;
+
 impl Default for RouterOptions {
     fn default() -> Self {
         RouterOptions {
@@ -81,9 +88,9 @@ impl Default for RouterOptions {
             max_body_bytes: 64 << 20,
             max_inflight_bytes: 512 << 20,
             max_shard_inflight_bytes: 128 << 20,
-            max_shard_rpcs: crate::cluster::DEFAULT_MAX_SHARD_RPCS,
-            max_coalesce_bytes: crate::cluster::DEFAULT_MAX_COALESCE_BYTES,
-            max_node_rpcs: crate::cluster::DEFAULT_MAX_NODE_RPCS,
+            max_shard_rpcs: DEFAULT_MAX_SHARD_RPCS,
+            max_coalesce_bytes: DEFAULT_MAX_COALESCE_BYTES,
+            max_node_rpcs: DEFAULT_MAX_NODE_RPCS,
             max_series_per_db: 10_000_000,
             series_cache_entries: 2_000_000,
             request_timeout_ms: 10_000,
@@ -157,6 +164,15 @@ pub struct Flags {
 }
 
 impl RouterOptions {
+    /// Where [`crate::auth::Authorizer`] reads the tokens from.
+    pub fn token_sources(&self) -> crate::auth::TokenSources {
+        crate::auth::TokenSources {
+            auth_tokens: self.auth_tokens.clone(),
+            tokens: self.tokens.clone(),
+            tokens_file: self.tokens_file.clone(),
+        }
+    }
+
     /// Parses a TOML document (unknown keys are errors).
     pub fn from_toml(text: &str) -> Result<RouterOptions> {
         toml::from_str(text).map_err(|e| Error::Config(e.to_string()))

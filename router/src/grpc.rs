@@ -1,11 +1,13 @@
 //! gRPC ingest (`shardhouse.ingest.v1.Ingest`): unary and client-streaming
 //! writes of protobuf rows, through the same pipeline as HTTP.
 
-use crate::batch::RejectReason;
-use crate::ingest::Router;
+use crate::auth::grpc_token;
+use crate::state::Router;
+use crate::write::admit::{admit_write, charge_write};
+use crate::write::parse;
 use shardhouse_common::ingest_proto::ingest_server::{Ingest, IngestServer};
-use shardhouse_common::ingest_proto::{field, WriteRequest, WriteResponse};
-use shardhouse_common::lineproto::{FieldValue, Precision};
+use shardhouse_common::ingest_proto::{WriteRequest, WriteResponse};
+use shardhouse_common::lineproto::Precision;
 use std::sync::Arc;
 use tonic::{Request, Response, Status, Streaming};
 
@@ -16,22 +18,6 @@ pub struct IngestService {
 pub fn server(router: Arc<Router>) -> IngestServer<IngestService> {
     let limit = router.options.max_body_bytes;
     IngestServer::new(IngestService { router }).max_decoding_message_size(limit)
-}
-
-/// The token in the `authorization` metadata (`Token`/`Bearer` prefix
-/// optional); checked per message, as each names its database.
-fn presented<T>(req: &Request<T>) -> Option<String> {
-    req.metadata()
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .map(|v| {
-            let v = v.trim();
-            v.strip_prefix("Token ")
-                .or_else(|| v.strip_prefix("Bearer "))
-                .unwrap_or(v)
-                .trim()
-                .to_owned()
-        })
 }
 
 impl IngestService {
@@ -47,57 +33,17 @@ impl IngestService {
         } else {
             req.database.as_str()
         };
-        let access = crate::http::admit_write(&self.router, token, db)?;
+        let access = admit_write(&self.router.auth, token, db)?;
         crate::metrics::BYTES
             .with_label_values(&[endpoint])
             .inc_by(size as u64);
         let res = self
             .router
             .write(endpoint, db, size, Precision::Nanosecond, |b| {
-                let mut tags: Vec<(&str, &str)> = Vec::new();
-                let mut fields: Vec<(&[u8], FieldValue<'_>)> = Vec::new();
-                for (i, p) in req.points.iter().enumerate() {
-                    tags.clear();
-                    tags.extend(p.tags.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-                    fields.clear();
-                    let mut missing = None;
-                    for f in &p.fields {
-                        let v = match &f.value {
-                            Some(field::Value::FloatValue(x)) => FieldValue::Float(*x),
-                            Some(field::Value::IntValue(x)) => FieldValue::Integer(*x),
-                            Some(field::Value::UintValue(x)) => FieldValue::Unsigned(*x),
-                            Some(field::Value::StringValue(x)) => FieldValue::String(x.as_str()),
-                            Some(field::Value::BoolValue(x)) => FieldValue::Boolean(*x),
-                            None => {
-                                missing = Some(f.key.clone());
-                                break;
-                            }
-                        };
-                        fields.push((f.key.as_bytes(), v));
-                    }
-                    if let Some(k) = missing {
-                        b.reject(
-                            i,
-                            RejectReason::BadPoint,
-                            format!(
-                                "field {:?} has no value",
-                                shardhouse_common::names::excerpt(k.as_bytes())
-                            ),
-                        );
-                        continue;
-                    }
-                    if let Err((reason, msg)) = b.add_point(
-                        &p.measurement,
-                        &tags,
-                        fields.iter().copied(),
-                        p.timestamp_ns,
-                    ) {
-                        b.reject(i, reason, msg);
-                    }
-                }
+                parse::add_grpc_points(b, &req)
             })
             .await;
-        crate::http::charge_write(&self.router, access, &res);
+        charge_write(&self.router.auth, access, &res);
         let code = |s: &Status| match s.code() {
             tonic::Code::Ok => "200",
             tonic::Code::InvalidArgument => "400",
@@ -136,7 +82,7 @@ impl Ingest for IngestService {
         &self,
         request: Request<WriteRequest>,
     ) -> Result<Response<WriteResponse>, Status> {
-        let token = presented(&request);
+        let token = grpc_token(request.metadata());
         let req = request.into_inner();
         let size = prost::Message::encoded_len(&req);
         let points_written = self.write_one(req, size, token.as_deref()).await?;
@@ -147,7 +93,7 @@ impl Ingest for IngestService {
         &self,
         request: Request<Streaming<WriteRequest>>,
     ) -> Result<Response<WriteResponse>, Status> {
-        let token = presented(&request);
+        let token = grpc_token(request.metadata());
         // Refuse a bad token before reading the stream.
         self.router
             .auth

@@ -2,33 +2,31 @@
 //! protocol, msgpack, Prometheus remote_write, gRPC) straight into columns,
 //! hashes series, splits by shard and forwards one Arrow IPC batch per
 //! (shard, measurement) to the shard leader; fans SELECTs out for read-back.
+//!
+//! The tree follows a request (docs/architecture.md, "Router"):
+//! [`routes`] maps each HTTP path to a thin handler in [`http`] (and
+//! [`grpc`] is the gRPC door); every door checks the token with [`auth`]
+//! and shares [`state::Router`]. Writes go through [`write`] (parse, admit,
+//! split into shard batches) and [`cluster::write`] (reserve, queue,
+//! forward to the shard leader); reads through [`read`] (InfluxQL and SQL
+//! planned onto the shards, merged) and [`cluster::read`]. Modules only
+//! import downwards: http/grpc -> state -> read/write -> cluster -> write's
+//! batches and queues; `scripts/check-module-cycles.py` keeps it so.
 
 pub mod auth;
-pub mod batch;
-pub mod cardinality;
 pub mod cluster;
-mod cluster_read;
-pub use cluster_read::is_missing_table;
-pub mod coalesce;
 pub mod config;
 pub mod error;
 pub mod grpc;
 pub mod http;
-pub mod influx;
-pub mod ingest;
 pub mod metrics;
-pub mod node_mux;
-pub mod query;
-pub mod request_path;
-pub mod series_cache;
+pub mod read;
+pub mod routes;
 /// The `/api/v1/sql` statement check, shared with the nodes' planned reads.
 pub use shardhouse_common::sql_check;
-pub mod sql_merge;
-pub mod sql_plan;
-pub mod sql_value;
-pub mod storage_admin;
+pub mod state;
 pub mod tls;
-pub mod write_stages;
+pub mod write;
 
 pub use error::{Error, Result};
 
@@ -42,7 +40,7 @@ use tokio_stream::StreamExt as _;
 pub struct RunningRouter {
     pub http_addr: SocketAddr,
     pub grpc_addr: SocketAddr,
-    pub router: Arc<ingest::Router>,
+    pub router: Arc<state::Router>,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -106,10 +104,12 @@ pub async fn start(
         )?),
         _ => None,
     };
-    let router = Arc::new(ingest::Router::new(options.clone(), cluster)?);
+    let router = Arc::new(state::Router::new(options.clone(), cluster)?);
     // A rotated tokens Secret is picked up like a renewed certificate.
-    router.auth.reload_on_change(options, tls::RELOAD_POLL);
-    let app = http::app(router.clone());
+    router
+        .auth
+        .reload_on_change(options.token_sources(), tls::RELOAD_POLL);
+    let app = routes::app(router.clone());
     let http_task = match tls.as_ref().map(|t| t.http.clone()) {
         Some(config) => {
             let listener = tls::TlsListener::new(http_listener, config)

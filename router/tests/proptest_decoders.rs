@@ -129,7 +129,7 @@ proptest! {
 
     #[test]
     fn msgpack_bodies_decode_or_fail(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
-        if let Err(e) = shardhouse_router::http::decode_msgpack(&bytes) {
+        if let Err(e) = shardhouse_router::write::parse::decode_msgpack(&bytes) {
             prop_assert!(e.to_string().contains("msgpack"), "{e}");
         }
     }

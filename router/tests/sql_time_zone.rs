@@ -6,7 +6,7 @@
 
 use arrow_array::{Array, RecordBatch, TimestampNanosecondArray};
 use arrow_schema::{Field, Schema};
-use shardhouse_router::query::encode;
+use shardhouse_router::read::sql::encode;
 use std::sync::Arc;
 
 fn batch(label: Option<&str>) -> RecordBatch {

@@ -9,10 +9,12 @@
 //! (in the router's config or in `tokens_file`) add roles and limits. With
 //! no token configured at all, auth is off.
 
+mod presented;
 pub mod rate;
 pub mod statement;
 
-use crate::config::RouterOptions;
+pub use presented::{grpc_token, presented_token};
+
 use crate::error::{Error, Result};
 use parking_lot::{Mutex, RwLock};
 use rate::{Rate, TokenBucket};
@@ -20,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use shardhouse_common::credential::constant_time_eq;
 use std::collections::BTreeSet;
 use std::fmt;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -285,9 +288,21 @@ pub struct Authorizer {
     epoch: Instant,
 }
 
+/// Where the tokens come from: the router options' `auth_tokens`, `tokens`
+/// and `tokens_file` (`RouterOptions::token_sources`).
+#[derive(Debug, Clone, Default)]
+pub struct TokenSources {
+    /// Tokens with every role and no limit.
+    pub auth_tokens: Vec<String>,
+    /// `[[tokens]]` tables of the router's config.
+    pub tokens: Vec<TokenSpec>,
+    /// A TOML file of `[[tokens]]` tables, re-read when it changes.
+    pub tokens_file: Option<PathBuf>,
+}
+
 /// The grants of `auth_tokens`, `tokens` and `tokens_file`; errors name the
 /// token or file at fault.
-fn load_grants(o: &RouterOptions) -> Result<Vec<Grant>> {
+fn load_grants(o: &TokenSources) -> Result<Vec<Grant>> {
     let mut specs = o.tokens.clone();
     if let Some(path) = &o.tokens_file {
         let text = std::fs::read_to_string(path)
@@ -322,7 +337,7 @@ fn swap(table: &RwLock<Arc<Table>>, grants: Vec<Grant>) {
 impl Authorizer {
     /// From `auth_tokens`, `tokens` and `tokens_file`; errors name the token
     /// or file at fault.
-    pub fn from_options(o: &RouterOptions) -> Result<Authorizer> {
+    pub fn from_sources(o: &TokenSources) -> Result<Authorizer> {
         Ok(Authorizer::new(load_grants(o)?))
     }
 
@@ -345,7 +360,7 @@ impl Authorizer {
     /// Polls `tokens_file` (when there is one) every `poll` and loads it
     /// again when it changed, as a mounted Secret is updated in place. A
     /// file that does not load is logged and the previous tokens kept.
-    pub fn reload_on_change(&self, o: RouterOptions, poll: Duration) {
+    pub fn reload_on_change(&self, o: TokenSources, poll: Duration) {
         let Some(path) = o.tokens_file.clone() else {
             return;
         };

@@ -1,9 +1,28 @@
 //! The role an InfluxQL statement needs at `/query`, and the databases it
 //! names besides the request's `db` (both checked against the token).
 
-use super::Role;
+use super::{Access, Authorizer, Role};
+use crate::error::Result;
 use shardhouse_influxql::ast::{MeasurementName, Source};
 use shardhouse_influxql::Statement;
+
+impl Authorizer {
+    /// `/query` once parsed: the role the statements need (admin for any
+    /// create, drop or delete) on the request's database and every
+    /// database the statements name.
+    pub fn permit_statements(
+        &self,
+        who: &Access,
+        statements: &[Statement],
+        database: &str,
+    ) -> Result<()> {
+        let mut databases: Vec<&str> = statements.iter().flat_map(named_databases).collect();
+        if !database.is_empty() {
+            databases.push(database);
+        }
+        self.permit(who, required_role_all(statements), &databases)
+    }
+}
 
 /// SELECT and SHOW read; whatever creates, drops or deletes is admin.
 pub fn required_role(statement: &Statement) -> Role {

@@ -70,15 +70,15 @@ fn denials_are_401_or_403_naming_the_role() {
 
 #[test]
 fn plain_auth_tokens_keep_every_role_and_no_tokens_means_open() {
-    let open = Authorizer::from_options(&RouterOptions::default()).unwrap();
+    let open = Authorizer::from_sources(&TokenSources::default()).unwrap();
     assert!(!open.enabled());
     assert!(open.authorize(None, Role::Admin, &["any"]).is_ok());
 
-    let o = RouterOptions {
+    let o = TokenSources {
         auth_tokens: vec!["legacy-token".into()],
-        ..RouterOptions::default()
+        ..TokenSources::default()
     };
-    let a = Authorizer::from_options(&o).unwrap();
+    let a = Authorizer::from_sources(&o).unwrap();
     for role in Role::ALL {
         assert!(a.authorize(Some("legacy-token"), role, &["db"]).is_ok());
     }
@@ -101,11 +101,11 @@ write_points_per_sec = 50000
 "#,
     )
     .unwrap();
-    let o = RouterOptions {
+    let o = TokenSources {
         tokens_file: Some(path.clone()),
-        ..RouterOptions::default()
+        ..TokenSources::default()
     };
-    let a = Authorizer::from_options(&o).unwrap();
+    let a = Authorizer::from_sources(&o).unwrap();
     let ok = a
         .authorize(Some("tg-0123456789"), Role::Write, &["telegraf"])
         .unwrap();
@@ -119,16 +119,16 @@ write_points_per_sec = 50000
         "[[tokens]]\nname = \"x\"\ntoken = \"0123456789\"\nroles = [\"sudo\"]\n",
     )
     .unwrap();
-    let e = Authorizer::from_options(&o).err().unwrap().to_string();
+    let e = Authorizer::from_sources(&o).err().unwrap().to_string();
     assert!(e.contains("tokens.toml"), "{e}");
-    let dup = RouterOptions {
+    let dup = TokenSources {
         tokens: vec![
             spec("same", "0123456789a", &[Role::Read], &[]),
             spec("same", "0123456789b", &[Role::Read], &[]),
         ],
-        ..RouterOptions::default()
+        ..TokenSources::default()
     };
-    assert!(Authorizer::from_options(&dup)
+    assert!(Authorizer::from_sources(&dup)
         .err()
         .unwrap()
         .to_string()

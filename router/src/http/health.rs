@@ -1,13 +1,14 @@
 //! Liveness and readiness as InfluxDB answers them, and `/metrics`.
 
-use crate::ingest::Router;
-use crate::{metrics, query};
+use crate::metrics;
+use crate::read::sql::rfc3339_utc;
+use crate::state::Router;
 use axum::extract::State;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
 
-pub(super) async fn ping() -> Response {
+pub(crate) async fn ping() -> Response {
     let mut resp = StatusCode::NO_CONTENT.into_response();
     resp.headers_mut().insert(
         "x-influxdb-version",
@@ -37,7 +38,7 @@ pub fn health_body(shard_map_epoch: u64) -> serde_json::Value {
     })
 }
 
-pub(super) async fn health(State(r): State<Arc<Router>>) -> Response {
+pub(crate) async fn health(State(r): State<Arc<Router>>) -> Response {
     let epoch = r.cluster.shard_map().map(|m| m.epoch).unwrap_or(0);
     (
         StatusCode::OK,
@@ -72,7 +73,7 @@ pub fn go_duration(d: std::time::Duration) -> String {
 /// Ready once a shard map is known (writes can be routed), answered as
 /// InfluxDB 2.x does: 200 `{"status":"ready","started":..,"up":..}`;
 /// before, 503 `{"status":"starting","message":<why>}`.
-pub(super) async fn ready(State(r): State<Arc<Router>>) -> Response {
+pub(crate) async fn ready(State(r): State<Arc<Router>>) -> Response {
     let (status, body) = match r.cluster.shard_map() {
         Ok(_) => {
             let started = r
@@ -83,7 +84,7 @@ pub(super) async fn ready(State(r): State<Arc<Router>>) -> Response {
                 StatusCode::OK,
                 serde_json::json!({
                     "status": "ready",
-                    "started": query::rfc3339_utc(started.as_secs() as i64, started.subsec_nanos()),
+                    "started": rfc3339_utc(started.as_secs() as i64, started.subsec_nanos()),
                     "up": go_duration(r.started.elapsed().unwrap_or_default()),
                 }),
             )
@@ -101,7 +102,7 @@ pub(super) async fn ready(State(r): State<Arc<Router>>) -> Response {
         .into_response()
 }
 
-pub(super) async fn metrics_text() -> Response {
+pub(crate) async fn metrics_text() -> Response {
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         metrics::render(),

@@ -1,17 +1,18 @@
-//! `/api/v1/sql`: SQL read-back over every shard (`crate::query`).
+//! `/api/v1/sql`: SQL read-back over every shard (`read::sql`).
 
-use super::{authorize, error_response, parse_params, presented_token, read_body};
-use crate::auth::Role;
+use super::{error_response, parse_params, read_body};
+use crate::auth::{presented_token, Role};
 use crate::error::Error;
-use crate::ingest::Router;
-use crate::{metrics, query};
+use crate::metrics;
+use crate::read::sql as query;
+use crate::state::Router;
 use axum::body::Body;
 use axum::extract::{RawQuery, State};
 use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
 
-pub(super) async fn sql(
+pub(crate) async fn sql(
     State(r): State<Arc<Router>>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
@@ -21,12 +22,8 @@ pub(super) async fn sql(
     let res = async {
         let params = parse_params(query.as_deref())?;
         let db_named = params.get("db").map_or("", String::as_str);
-        authorize(
-            &r,
-            presented_token(&headers, Some(&params)),
-            Role::Read,
-            &[db_named],
-        )?;
+        let token = presented_token(&headers, Some(&params));
+        r.auth.authorize(token.as_deref(), Role::Read, &[db_named])?;
         let q = match params.get("q") {
             Some(q) => q.clone(),
             None => {

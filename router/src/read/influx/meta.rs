@@ -1,0 +1,287 @@
+//! InfluxQL statements other than `SELECT`: `SHOW ...` read the tag index
+//! and the shards' columns; `CREATE/DROP DATABASE`, `DROP MEASUREMENT`,
+//! `DROP SERIES`, `DELETE` and the retention-policy statements become the
+//! storage operations every shard's log applies (`cluster::storage`).
+//! This module dispatches; `series_index` reads the `_series` index and
+//! shapes the answers, `storage_ops` builds the storage operations.
+
+use std::collections::BTreeMap;
+
+use shardhouse_common::names::sql_literal;
+use shardhouse_common::proto::{
+    storage_op, CreateDatabase, DropDatabase, DropMeasurement, SetRetention,
+};
+use shardhouse_eval::{Series, Value};
+use shardhouse_influxql::{Statement, TagKeyMatch};
+
+use super::fetch::{self, text_at};
+use super::select::StmtResult;
+use super::Ctx;
+
+mod series_index;
+mod storage_ops;
+
+use series_index::{
+    databases, distinct_rows, distinct_strings, from_measurements, limit, measurement_matches,
+    non_empty, per_measurement, push_where, s, string_pairs, table, tag_sql,
+};
+pub use series_index::{measurement_names, series_key};
+use storage_ops::{apply, delete, retention, valid_database};
+
+/// The one retention policy each database has.
+const AUTOGEN: &str = "autogen";
+
+/// Runs a non-`SELECT` statement.
+pub async fn run(ctx: &Ctx<'_>, stmt: &Statement) -> StmtResult<Vec<Series>> {
+    let out = run_statement(ctx, stmt).await?;
+    // An empty SHOW on a database nobody holds is InfluxDB's "database not
+    // found" (asked only then, so answered SHOWs cost nothing more).
+    let shown_db = match stmt {
+        Statement::ShowMeasurements(m) => Some(m.database.as_deref()),
+        Statement::ShowTagKeys(k) => Some(k.database.as_deref()),
+        Statement::ShowTagValues(t) => Some(t.database.as_deref()),
+        Statement::ShowFieldKeys(f) => Some(f.database.as_deref()),
+        Statement::ShowSeries(q) => Some(q.database.as_deref()),
+        _ => None,
+    };
+    if let Some(on) = shown_db {
+        if out.iter().all(|s| s.values.is_empty()) {
+            let db = database_of(ctx, on)?;
+            if !super::select::database_exists(ctx, &db).await? {
+                return Err(format!("database not found: {db}"));
+            }
+        }
+    }
+    Ok(out)
+}
+
+async fn run_statement(ctx: &Ctx<'_>, stmt: &Statement) -> StmtResult<Vec<Series>> {
+    match stmt {
+        Statement::ShowDatabases => {
+            let dbs = databases(ctx).await?;
+            Ok(vec![table(
+                "databases",
+                &["name"],
+                dbs.into_iter().map(|(n, _)| vec![s(n)]).collect(),
+            )])
+        }
+        Statement::ShowRetentionPolicies { database } => {
+            let db = database_of(ctx, database.as_deref())?;
+            let dbs = databases(ctx).await?;
+            let Some((_, retention_ns)) = dbs.iter().find(|(n, _)| *n == db) else {
+                return Err(format!("database not found: {db}"));
+            };
+            Ok(vec![table(
+                "",
+                &[
+                    "name",
+                    "duration",
+                    "shardGroupDuration",
+                    "replicaN",
+                    "default",
+                ],
+                vec![vec![
+                    s(AUTOGEN.into()),
+                    s(crate::cluster::storage_op::format_retention(*retention_ns)),
+                    s("24h0m0s".into()),
+                    Value::Int(1),
+                    Value::Bool(true),
+                ]],
+            )])
+        }
+        Statement::ShowMeasurements(m) => {
+            let db = database_of(ctx, m.database.as_deref())?;
+            let mut sql = "SELECT DISTINCT measurement FROM _series".to_string();
+            if let Some(c) = &m.condition {
+                if let Some(w) = tag_sql(c, ctx.now)? {
+                    sql.push_str(&format!(" WHERE {w}"));
+                }
+            }
+            let mut names = distinct_strings(ctx, &db, &sql).await?;
+            if let Some(w) = &m.with_measurement {
+                names.retain(|n| measurement_matches(w, n));
+            }
+            let rows = limit(
+                names.into_iter().map(|n| vec![s(n)]).collect(),
+                m.limit,
+                m.offset,
+            );
+            Ok(non_empty(table("measurements", &["name"], rows)))
+        }
+        Statement::ShowTagKeys(k) => {
+            let db = database_of(ctx, k.database.as_deref())?;
+            let mut sql = "SELECT measurement, arrayJoin(arrayMap(x -> toString(x), mapKeys(tags))) AS k FROM _series".to_string();
+            push_where(&mut sql, &k.from, k.condition.as_ref(), ctx.now)?;
+            sql.push_str(" GROUP BY measurement, k");
+            let pairs = string_pairs(ctx, &db, &sql).await?;
+            Ok(per_measurement(
+                pairs,
+                &["tagKey"],
+                k.limit,
+                k.offset,
+                |v| vec![s(v)],
+            ))
+        }
+        Statement::ShowTagValues(t) => {
+            let db = database_of(ctx, t.database.as_deref())?;
+            let mut sql = "SELECT measurement, concat(toString(k), '\\0', v) FROM _series ARRAY JOIN mapKeys(tags) AS k, mapValues(tags) AS v".to_string();
+            let key_cond = match &t.key {
+                TagKeyMatch::Eq(k) => format!("k = {}", sql_literal(k)),
+                TagKeyMatch::NotEq(k) => format!("k != {}", sql_literal(k)),
+                TagKeyMatch::Regex(re) => format!("match(toString(k), {})", sql_literal(&re.0)),
+                TagKeyMatch::NotRegex(re) => {
+                    format!("NOT match(toString(k), {})", sql_literal(&re.0))
+                }
+                TagKeyMatch::In(keys) => format!(
+                    "k IN ({})",
+                    keys.iter()
+                        .map(|k| sql_literal(k))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            };
+            push_where(&mut sql, &t.from, t.condition.as_ref(), ctx.now)?;
+            sql.push_str(if sql.contains(" WHERE ") {
+                " AND "
+            } else {
+                " WHERE "
+            });
+            sql.push_str(&key_cond);
+            sql.push_str(" GROUP BY 1, 2");
+            let pairs = string_pairs(ctx, &db, &sql).await?;
+            Ok(per_measurement(
+                pairs,
+                &["key", "value"],
+                t.limit,
+                t.offset,
+                |kv| {
+                    let (k, v) = kv.split_once('\0').unwrap_or((kv.as_str(), ""));
+                    vec![s(k.to_owned()), s(v.to_owned())]
+                },
+            ))
+        }
+        Statement::ShowFieldKeys(f) => {
+            let db = database_of(ctx, f.database.as_deref())?;
+            let mut out = Vec::new();
+            for m in from_measurements(ctx, &db, &f.from).await? {
+                let schema = super::select::schema(ctx, &db, &m).await?;
+                if schema.samples && !measurement_names(ctx, &db).await?.contains(&m) {
+                    continue;
+                }
+                let rows = schema
+                    .fields
+                    .iter()
+                    .map(|(n, t)| vec![s(n.clone()), s((*t).to_owned())])
+                    .collect();
+                let rows = limit(rows, f.limit, f.offset);
+                if !rows.is_empty() {
+                    out.push(table(&m, &["fieldKey", "fieldType"], rows));
+                }
+            }
+            Ok(out)
+        }
+        Statement::ShowSeries(q) => {
+            let db = database_of(ctx, q.database.as_deref())?;
+            let mut sql = "SELECT measurement, arrayMap(x -> toString(x), mapKeys(tags)), mapValues(tags) FROM _series".to_string();
+            push_where(&mut sql, &q.from, q.condition.as_ref(), ctx.now)?;
+            let keys = distinct_rows(ctx, &db, &sql, |b, row| {
+                let m = text_at(b.column(0), row);
+                let tags: BTreeMap<String, String> = fetch::strings_at(b.column(1), row)
+                    .into_iter()
+                    .zip(fetch::strings_at(b.column(2), row))
+                    .collect();
+                series_key(&m, &tags)
+            })
+            .await?;
+            let rows = limit(
+                keys.into_iter().map(|k| vec![s(k)]).collect(),
+                q.limit,
+                q.offset,
+            );
+            Ok(non_empty(table("", &["key"], rows)))
+        }
+        Statement::CreateDatabase(c) => {
+            let retention_ns = match c.retention_policy.as_ref().and_then(|p| p.duration) {
+                Some(d) => retention(d)?,
+                None => 0,
+            };
+            if let Some(name) = c.retention_policy.as_ref().and_then(|p| p.name.as_deref()) {
+                if name != AUTOGEN {
+                    return Err(format!(
+                        "retention policy {name:?}: each database has one policy, {AUTOGEN}; leave NAME out"
+                    ));
+                }
+            }
+            valid_database(&c.name)?;
+            let op = storage_op::Op::CreateDatabase(CreateDatabase {
+                database: c.name.clone(),
+                retention_ns,
+            });
+            apply(ctx, op).await
+        }
+        Statement::DropDatabase { name } => {
+            valid_database(name)?;
+            apply(
+                ctx,
+                storage_op::Op::DropDatabase(DropDatabase {
+                    database: name.clone(),
+                }),
+            )
+            .await
+        }
+        Statement::DropMeasurement { name } => {
+            let db = database_of(ctx, None)?;
+            apply(
+                ctx,
+                storage_op::Op::DropMeasurement(DropMeasurement {
+                    database: db,
+                    measurement: name.clone(),
+                }),
+            )
+            .await
+        }
+        Statement::Delete(f) => delete(ctx, f, false).await,
+        Statement::DropSeries(f) => delete(ctx, f, true).await,
+        Statement::AlterRetentionPolicy(a) => {
+            if a.name != AUTOGEN {
+                return Err(format!("retention policy not found: {}", a.name));
+            }
+            let Some(d) = a.duration else {
+                return Err("only DURATION can be altered (one replica count and shard duration are cluster settings)".into());
+            };
+            valid_database(&a.database)?;
+            apply(
+                ctx,
+                storage_op::Op::SetRetention(SetRetention {
+                    database: a.database.clone(),
+                    retention_ns: retention(d)?,
+                }),
+            )
+            .await
+        }
+        other => Err(format!(
+            "{} is not supported by Shardhouse",
+            statement_name(other)
+        )),
+    }
+}
+
+fn statement_name(stmt: &Statement) -> &'static str {
+    match stmt {
+        Statement::Explain { .. } => "EXPLAIN",
+        Statement::ShowCardinality(_) => "SHOW ... CARDINALITY",
+        Statement::CreateRetentionPolicy(_) => {
+            "CREATE RETENTION POLICY (each database has one policy, autogen: use ALTER RETENTION POLICY autogen ON <db> DURATION <d>)"
+        }
+        Statement::DropRetentionPolicy { .. } => "DROP RETENTION POLICY",
+        _ => "this statement",
+    }
+}
+
+/// The statement's database: `ON db`, else the request's `db`.
+fn database_of(ctx: &Ctx<'_>, on: Option<&str>) -> StmtResult<String> {
+    match on.filter(|d| !d.is_empty()).unwrap_or(ctx.database) {
+        "" => Err("database name required".into()),
+        db => Ok(db.to_owned()),
+    }
+}

@@ -1,0 +1,260 @@
+//! What SHOW statements read from the `_series` index of every shard, and
+//! the shape of their answers (one series per measurement, LIMIT/OFFSET).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use arrow_array::RecordBatch;
+use shardhouse_common::names::sql_literal;
+use shardhouse_eval::{Series, Value};
+use shardhouse_influxql::time::{split_condition, time_range};
+use shardhouse_influxql::{Expr, MeasurementMatch, MeasurementName, VarRef};
+
+use super::super::fetch::{self, text_at};
+use super::super::select::StmtResult;
+use super::super::sqlgen::{self, Ref};
+use super::super::Ctx;
+
+/// Databases and their retention, across the cluster. Every node lists
+/// what its replicas hold, and a follower may not have applied a drop the
+/// leaders already answered for; so each listed database is confirmed on
+/// the shards through the query path (a Raft read index per shard), and
+/// one no shard holds any more is left out.
+pub(super) async fn databases(ctx: &Ctx<'_>) -> StmtResult<Vec<(String, i64)>> {
+    let listed = ctx
+        .router
+        .cluster
+        .databases_all()
+        .await
+        .map_err(|e| e.to_string())?;
+    let checks = listed.into_iter().map(|d| async move {
+        let answers = fetch::on_every_shard(ctx.router, &d.name, "SELECT 1", ctx.deadline).await?;
+        let held = answers.iter().any(|(_, b)| !b.is_empty());
+        Ok::<_, crate::error::Error>(held.then_some((d.name, d.retention_ns)))
+    });
+    let mut out = Vec::new();
+    for c in futures::future::join_all(checks).await {
+        if let Some(d) = c.map_err(|e| e.to_string())? {
+            out.push(d);
+        }
+    }
+    Ok(out)
+}
+
+/// Every measurement of `db` with a series (InfluxDB and Prometheus).
+pub async fn measurement_names(ctx: &Ctx<'_>, db: &str) -> StmtResult<Vec<String>> {
+    distinct_strings(ctx, db, "SELECT DISTINCT measurement FROM _series").await
+}
+
+pub(super) async fn from_measurements(
+    ctx: &Ctx<'_>,
+    db: &str,
+    from: &[MeasurementName],
+) -> StmtResult<Vec<String>> {
+    let all = measurement_names(ctx, db).await?;
+    if from.is_empty() {
+        return Ok(all);
+    }
+    let mut out: Vec<String> = all
+        .into_iter()
+        .filter(|n| from.iter().any(|m| measurement_matches(&m.name, n)))
+        .collect();
+    for m in from {
+        if let MeasurementMatch::Name(n) = &m.name {
+            if !out.contains(n) {
+                out.push(n.clone());
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+pub(super) fn measurement_matches(m: &MeasurementMatch, name: &str) -> bool {
+    match m {
+        MeasurementMatch::Name(n) => n == name,
+        MeasurementMatch::Regex(re) => regex::Regex::new(&re.0).is_ok_and(|p| p.is_match(name)),
+    }
+}
+
+/// The tag condition of a SHOW statement's WHERE, as SQL over `_series`
+/// (None: nothing but time). A time range (Grafana's `$timeFilter` in a
+/// variable query, `time > now() - 1h`) is checked and then not used to
+/// narrow the series: InfluxDB 1.8 narrows only to whole shard groups
+/// (a week for an infinite retention), so its answer is the series of the
+/// recent past, and listing every series of the measurement is the same
+/// answer for a dashboard's variables (docs/api.md).
+pub(super) fn tag_sql(c: &Expr, now: i64) -> StmtResult<Option<String>> {
+    let parts = split_condition(c, |_| true).map_err(|e| e.to_string())?;
+    if let Some(t) = &parts.time {
+        time_range(t, now).map_err(|e| e.to_string())?;
+    }
+    let mut out = Vec::new();
+    for part in [&parts.tags, &parts.fields].into_iter().flatten() {
+        out.push(sqlgen::condition_sql(part, &|v: &VarRef| {
+            Ref::Tag(v.name.clone())
+        })?);
+    }
+    Ok((!out.is_empty()).then(|| out.join(" AND ")))
+}
+
+/// `WHERE` over `_series` for a FROM list and a tag condition.
+pub(super) fn push_where(
+    sql: &mut String,
+    from: &[MeasurementName],
+    cond: Option<&Expr>,
+    now: i64,
+) -> StmtResult<()> {
+    let mut conds = Vec::new();
+    let mut alts = Vec::new();
+    for m in from {
+        alts.push(match &m.name {
+            MeasurementMatch::Name(n) => format!("measurement = {}", sql_literal(n)),
+            MeasurementMatch::Regex(re) => {
+                format!("match(toString(measurement), {})", sql_literal(&re.0))
+            }
+        });
+    }
+    if !alts.is_empty() {
+        conds.push(format!("({})", alts.join(" OR ")));
+    }
+    if let Some(w) = cond.map(|c| tag_sql(c, now)).transpose()?.flatten() {
+        conds.push(w);
+    }
+    if !conds.is_empty() {
+        sql.push_str(" WHERE ");
+        sql.push_str(&conds.join(" AND "));
+    }
+    Ok(())
+}
+
+/// Every row `sql` returns on any shard of `db`, as `read` takes it from
+/// (batch, row): distinct and sorted.
+pub(super) async fn distinct_rows<T: Ord>(
+    ctx: &Ctx<'_>,
+    db: &str,
+    sql: &str,
+    read: impl Fn(&RecordBatch, usize) -> T,
+) -> StmtResult<BTreeSet<T>> {
+    let answers = fetch::on_every_shard(ctx.router, db, sql, ctx.deadline)
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut out = BTreeSet::new();
+    for (_, batches) in &answers {
+        for b in batches {
+            for row in 0..b.num_rows() {
+                out.insert(read(b, row));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The first column's values, distinct, sorted.
+pub(super) async fn distinct_strings(
+    ctx: &Ctx<'_>,
+    db: &str,
+    sql: &str,
+) -> StmtResult<Vec<String>> {
+    let out = distinct_rows(ctx, db, sql, |b, row| text_at(b.column(0), row)).await?;
+    Ok(out.into_iter().collect())
+}
+
+/// (measurement, value) pairs, distinct, sorted.
+pub(super) async fn string_pairs(
+    ctx: &Ctx<'_>,
+    db: &str,
+    sql: &str,
+) -> StmtResult<BTreeSet<(String, String)>> {
+    distinct_rows(ctx, db, sql, |b, row| {
+        (text_at(b.column(0), row), text_at(b.column(1), row))
+    })
+    .await
+}
+
+/// One series per measurement, `LIMIT`/`OFFSET` within each.
+pub(super) fn per_measurement(
+    pairs: BTreeSet<(String, String)>,
+    columns: &[&str],
+    lim: Option<u64>,
+    off: Option<u64>,
+    row: impl Fn(String) -> Vec<Value>,
+) -> Vec<Series> {
+    let mut by: BTreeMap<String, Vec<Vec<Value>>> = BTreeMap::new();
+    for (m, v) in pairs {
+        by.entry(m).or_default().push(row(v));
+    }
+    by.into_iter()
+        .map(|(m, rows)| table(&m, columns, limit(rows, lim, off)))
+        .filter(|t| !t.values.is_empty())
+        .collect()
+}
+
+pub(super) fn limit(
+    rows: Vec<Vec<Value>>,
+    limit: Option<u64>,
+    offset: Option<u64>,
+) -> Vec<Vec<Value>> {
+    let it = rows.into_iter().skip(offset.unwrap_or(0) as usize);
+    match limit.filter(|l| *l > 0) {
+        Some(l) => it.take(l as usize).collect(),
+        None => it.collect(),
+    }
+}
+
+pub(super) fn table(name: &str, columns: &[&str], values: Vec<Vec<Value>>) -> Series {
+    Series {
+        name: name.to_owned(),
+        tags: BTreeMap::new(),
+        columns: columns.iter().map(|c| c.to_string()).collect(),
+        values,
+        partial: false,
+    }
+}
+
+pub(super) fn non_empty(t: Series) -> Vec<Series> {
+    if t.values.is_empty() {
+        Vec::new()
+    } else {
+        vec![t]
+    }
+}
+
+pub(super) fn s(v: String) -> Value {
+    Value::String(v)
+}
+
+/// `cpu,host=a,region=west`: the series key as InfluxDB prints it, with
+/// line protocol's escapes.
+pub fn series_key(measurement: &str, tags: &BTreeMap<String, String>) -> String {
+    let esc = |t: &str, extra: &[char]| {
+        let mut o = String::with_capacity(t.len());
+        for c in t.chars() {
+            if c == ',' || c == ' ' || extra.contains(&c) {
+                o.push('\\');
+            }
+            o.push(c);
+        }
+        o
+    };
+    let mut key = esc(measurement, &[]);
+    for (k, v) in tags {
+        key.push(',');
+        key.push_str(&esc(k, &['=']));
+        key.push('=');
+        key.push_str(&esc(v, &['=']));
+    }
+    key
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn series_keys_escape_like_line_protocol() {
+        let tags: BTreeMap<String, String> = [("host".to_string(), "a b,c=d".to_string())]
+            .into_iter()
+            .collect();
+        assert_eq!(series_key("c p", &tags), "c\\ p,host=a\\ b\\,c\\=d");
+    }
+}

@@ -1,0 +1,180 @@
+//! `CREATE/DROP DATABASE`, `DROP MEASUREMENT`, `DELETE`, `DROP SERIES` and
+//! `ALTER RETENTION POLICY` as the storage operations every shard's log
+//! applies.
+
+use shardhouse_common::proto::{
+    storage_op, tag_expr, tag_match, DeletePoints, StorageOp, TagExpr, TagExprList, TagMatch,
+};
+use shardhouse_eval::Series;
+use shardhouse_influxql::time::{split_condition, time_range, TimeRange};
+use shardhouse_influxql::{
+    BinaryOp, Expr, Literal, MeasurementMatch, RetentionDuration, SeriesFilter, VarRef,
+};
+
+use super::super::select::StmtResult;
+use super::super::Ctx;
+use super::database_of;
+use super::series_index::from_measurements;
+
+pub(super) async fn apply(ctx: &Ctx<'_>, op: storage_op::Op) -> StmtResult<Vec<Series>> {
+    ctx.router
+        .cluster
+        .storage_all(&StorageOp { op: Some(op) })
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(Vec::new())
+}
+
+pub(super) fn valid_database(name: &str) -> StmtResult<()> {
+    shardhouse_common::names::validate_database(name).map_err(|e| e.to_string())
+}
+
+pub(super) fn retention(d: RetentionDuration) -> StmtResult<i64> {
+    match d {
+        RetentionDuration::Infinite => Ok(0),
+        RetentionDuration::Nanos(0) => Ok(0),
+        RetentionDuration::Nanos(n) if n < 3_600_000_000_000 => {
+            Err("retention policy duration must be at least 1h0m0s".into())
+        }
+        RetentionDuration::Nanos(n) => Ok(n),
+    }
+}
+
+/// `DELETE` / `DROP SERIES`: tags and time only, as in InfluxDB.
+pub(super) async fn delete(
+    ctx: &Ctx<'_>,
+    f: &SeriesFilter,
+    drop_series: bool,
+) -> StmtResult<Vec<Series>> {
+    let db = database_of(ctx, None)?;
+    let (range, tags) = match &f.condition {
+        None => (TimeRange::UNBOUNDED, None),
+        Some(c) => {
+            let parts = split_condition(c, |_| true).map_err(|e| e.to_string())?;
+            if parts.fields.is_some() {
+                return Err(format!(
+                    "fields not supported in WHERE clause during deletion: {c}"
+                ));
+            }
+            if drop_series && parts.time.is_some() {
+                return Err("DROP SERIES doesn't support time in WHERE clause".into());
+            }
+            let range = match &parts.time {
+                Some(t) => time_range(t, ctx.now).map_err(|e| e.to_string())?,
+                None => TimeRange::UNBOUNDED,
+            };
+            (range, parts.tags.as_ref().map(tag_expr_of).transpose()?)
+        }
+    };
+    let mut names: Vec<String> = Vec::new();
+    for m in &f.from {
+        match &m.name {
+            MeasurementMatch::Name(n) => names.push(n.clone()),
+            MeasurementMatch::Regex(_) => {
+                names.extend(from_measurements(ctx, &db, std::slice::from_ref(m)).await?)
+            }
+        }
+    }
+    if f.from.is_empty() {
+        names.push(String::new());
+    }
+    for measurement in names {
+        let op = storage_op::Op::DeletePoints(DeletePoints {
+            database: db.clone(),
+            measurement,
+            min_time_ns: range.start,
+            max_time_ns: if range.has_end() {
+                range.end - 1
+            } else {
+                i64::MAX
+            },
+            predicate: tags.clone(),
+            drop_series,
+        });
+        apply(ctx, op).await?;
+    }
+    Ok(Vec::new())
+}
+
+/// A tag condition as the storage operation's predicate.
+pub(super) fn tag_expr_of(e: &Expr) -> StmtResult<TagExpr> {
+    let bad = || {
+        format!("only tag comparisons (=, !=, =~, !~) joined by AND/OR can select points to delete, found {e}")
+    };
+    let Expr::Binary { op, lhs, rhs } = e else {
+        return Err(bad());
+    };
+    let list = |items| TagExprList { items };
+    let node = |expr| TagExpr { expr: Some(expr) };
+    match op {
+        BinaryOp::And => Ok(node(tag_expr::Expr::All(list(vec![
+            tag_expr_of(lhs)?,
+            tag_expr_of(rhs)?,
+        ])))),
+        BinaryOp::Or => Ok(node(tag_expr::Expr::Any(list(vec![
+            tag_expr_of(lhs)?,
+            tag_expr_of(rhs)?,
+        ])))),
+        BinaryOp::Eq | BinaryOp::NotEq | BinaryOp::EqRegex | BinaryOp::NotEqRegex => {
+            let Expr::VarRef(VarRef { name: key, .. }) = lhs.as_ref() else {
+                return Err(bad());
+            };
+            let value = match rhs.as_ref() {
+                Expr::Literal(Literal::String(v)) => v.clone(),
+                Expr::Regex(re) => re.0.clone(),
+                _ => return Err(bad()),
+            };
+            let op = match op {
+                BinaryOp::Eq => tag_match::Op::Eq,
+                BinaryOp::NotEq => tag_match::Op::Neq,
+                BinaryOp::EqRegex => tag_match::Op::Regex,
+                _ => tag_match::Op::NotRegex,
+            };
+            Ok(node(tag_expr::Expr::Match(TagMatch {
+                key: key.clone(),
+                op: op as i32,
+                value,
+            })))
+        }
+        _ => Err(bad()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shardhouse_influxql::{parse_statement, Statement};
+
+    fn delete_where(text: &str) -> Expr {
+        let Statement::Delete(f) = parse_statement(&format!("DELETE FROM m WHERE {text}")).unwrap()
+        else {
+            unreachable!()
+        };
+        f.condition.unwrap()
+    }
+
+    #[test]
+    fn delete_conditions_become_tag_predicates() {
+        let e = tag_expr_of(&delete_where("host = 'a' OR region =~ /^w/")).unwrap();
+        let Some(tag_expr::Expr::Any(list)) = e.expr else {
+            panic!("{e:?}")
+        };
+        assert_eq!(list.items.len(), 2);
+        let Some(tag_expr::Expr::Match(m)) = &list.items[1].expr else {
+            panic!()
+        };
+        assert_eq!((m.key.as_str(), m.value.as_str()), ("region", "^w"));
+        assert_eq!(m.op, tag_match::Op::Regex as i32);
+        assert!(tag_expr_of(&delete_where("value > 1")).is_err());
+    }
+
+    #[test]
+    fn retention_durations_follow_influxdb() {
+        assert_eq!(retention(RetentionDuration::Infinite), Ok(0));
+        assert!(retention(RetentionDuration::Nanos(60_000_000_000)).is_err());
+        assert_eq!(
+            retention(RetentionDuration::Nanos(86_400_000_000_000)),
+            Ok(86_400_000_000_000)
+        );
+    }
+}

@@ -1,0 +1,252 @@
+//! InfluxQL statements of the InfluxDB 1.x query API (`GET|POST /query`,
+//! the handler is `http::v1::query`), answered in InfluxDB 1.8's JSON (or
+//! CSV with `Accept: application/csv`). Parsing is `shardhouse-influxql`,
+//! evaluation and encoding `shardhouse-eval`; this module plans the
+//! statements onto the shards (docs/api.md, "/query").
+
+mod fetch;
+mod fields;
+mod meta;
+mod pushdown;
+mod select;
+mod sqlgen;
+mod subquery;
+
+use std::collections::HashMap;
+
+use shardhouse_eval::encode::{self, CsvWriter, Format, StatementResult};
+use shardhouse_influxql::{ParamValue, Params, Statement};
+use tokio::time::Instant;
+
+use crate::state::Router;
+
+pub use meta::series_key;
+
+/// What one request's statements share.
+pub struct Ctx<'a> {
+    pub router: &'a Router,
+    /// The request's `db` ("" when absent).
+    pub database: &'a str,
+    /// `now()` for every statement of the request, in nanoseconds.
+    pub now: i64,
+    pub deadline: Instant,
+    /// The router's `query_max_points`.
+    pub max_points: usize,
+}
+
+/// Runs the statements one after the other, as InfluxDB does: a failing
+/// statement's error is its result and ends the request. `chunk_size`:
+/// each statement's series cut into results of that many rows.
+pub async fn run_statements(
+    ctx: &Ctx<'_>,
+    statements: &[Statement],
+    chunk_size: Option<usize>,
+) -> Vec<StatementResult> {
+    let mut results: Vec<StatementResult> = Vec::new();
+    for (i, stmt) in statements.iter().enumerate() {
+        let outcome = match stmt {
+            Statement::Select(s) => select::run(ctx, s).await,
+            other => meta::run(ctx, other).await,
+        };
+        match outcome {
+            Ok(series) => match chunk_size {
+                Some(size) => results.extend(encode::chunk(i, series, size)),
+                None => results.push(StatementResult {
+                    statement_id: i,
+                    series,
+                    ..StatementResult::default()
+                }),
+            },
+            Err(message) => {
+                // As InfluxDB: the failing statement's error ends the request.
+                results.push(StatementResult::error(i, message));
+                break;
+            }
+        }
+    }
+    results
+}
+
+/// The response body and its content type: CSV (`Accept:
+/// application/csv`), one JSON document per result (`chunked`), or one.
+pub fn encode_results(
+    results: Vec<StatementResult>,
+    format: &Format,
+    csv: bool,
+    chunked: bool,
+) -> (&'static str, String) {
+    if csv {
+        let mut w = CsvWriter::new();
+        let body = w.write(
+            &encode::Response {
+                results,
+                error: None,
+            },
+            format,
+        );
+        ("text/csv", body)
+    } else if chunked {
+        let mut body = String::new();
+        for result in results {
+            body.push_str(&encode::to_json(
+                &encode::Response {
+                    results: vec![result],
+                    error: None,
+                },
+                format,
+            ));
+        }
+        ("application/json", body)
+    } else {
+        (
+            "application/json",
+            encode::to_json(
+                &encode::Response {
+                    results,
+                    error: None,
+                },
+                format,
+            ),
+        )
+    }
+}
+
+/// Why a parsed statement cannot be served, naming the construct and where
+/// it stands in `q` (as the parser's errors do), or `None`.
+pub fn unsupported(stmt: &Statement, q: &str) -> Option<String> {
+    let (what, needle) = match stmt {
+        Statement::Explain { .. } => ("EXPLAIN".to_string(), "EXPLAIN".to_string()),
+        Statement::ShowCardinality(_) => (
+            "SHOW ... CARDINALITY".to_string(),
+            "CARDINALITY".to_string(),
+        ),
+        Statement::CreateRetentionPolicy(_) => (
+            "CREATE RETENTION POLICY (each database has one policy, autogen; use ALTER RETENTION POLICY autogen ON <db> DURATION <d>)".to_string(),
+            "CREATE".to_string(),
+        ),
+        Statement::DropRetentionPolicy { .. } => {
+            ("DROP RETENTION POLICY".to_string(), "RETENTION".to_string())
+        }
+        Statement::Select(s) => {
+            if s.into.is_some() {
+                ("SELECT ... INTO".to_string(), "INTO".to_string())
+            } else if let Some(call) = s.fields.iter().find_map(|f| aggregate_in_arithmetic(&f.expr)) {
+                (
+                    format!("arithmetic on aggregates ({call}() inside an expression)"),
+                    format!("{call}("),
+                )
+            } else {
+                return None;
+            }
+        }
+        _ => return None,
+    };
+    let at = q
+        .to_ascii_lowercase()
+        .find(&needle.to_ascii_lowercase())
+        .unwrap_or(0);
+    let pos = shardhouse_influxql::Position::at(q, at);
+    Some(format!(
+        "{what} is not supported by Shardhouse at line {}, char {}",
+        pos.line, pos.column
+    ))
+}
+
+/// The first function called inside arithmetic (`mean(a) / mean(b)`).
+fn aggregate_in_arithmetic(e: &shardhouse_influxql::Expr) -> Option<String> {
+    use shardhouse_influxql::Expr;
+    fn first_call(e: &Expr) -> Option<String> {
+        match e {
+            Expr::Call(c) => Some(c.name.clone()),
+            Expr::Binary { lhs, rhs, .. } => first_call(lhs).or_else(|| first_call(rhs)),
+            _ => None,
+        }
+    }
+    match e {
+        Expr::Binary { .. } => first_call(e),
+        _ => None,
+    }
+}
+
+/// The `params` parameter: a JSON object of bind parameters (`$name`).
+pub fn bind_params(json: Option<&str>) -> Result<Params, String> {
+    let Some(text) = json.filter(|t| !t.trim().is_empty()) else {
+        return Ok(Params::new());
+    };
+    let value: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| format!("error parsing query parameters: {e}"))?;
+    let serde_json::Value::Object(map) = value else {
+        return Err("error parsing query parameters: expected a JSON object".into());
+    };
+    let mut out: HashMap<String, ParamValue> = HashMap::new();
+    for (k, v) in map {
+        let p = match v {
+            serde_json::Value::String(s) => ParamValue::String(s),
+            serde_json::Value::Bool(b) => ParamValue::Boolean(b),
+            serde_json::Value::Number(n) => match n.as_i64() {
+                Some(i) => ParamValue::Integer(i),
+                None => ParamValue::Float(n.as_f64().unwrap_or(f64::NAN)),
+            },
+            serde_json::Value::Object(o) if o.len() == 1 => {
+                match o.iter().next().map(|(t, v)| (t.as_str(), v.as_str())) {
+                    Some(("identifier", Some(s))) => ParamValue::Identifier(s.to_owned()),
+                    Some(("string", Some(s))) => ParamValue::String(s.to_owned()),
+                    _ => {
+                        return Err(format!(
+                            "error parsing query parameters: unsupported value for {k:?}"
+                        ))
+                    }
+                }
+            }
+            _ => {
+                return Err(format!(
+                    "error parsing query parameters: unsupported value for {k:?}"
+                ))
+            }
+        };
+        out.insert(k, p);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unsupported_constructs_are_named_with_their_position() {
+        let check = |q: &str| {
+            let parsed = shardhouse_influxql::parse(q).unwrap();
+            parsed.statements.iter().find_map(|s| unsupported(s, q))
+        };
+        assert_eq!(
+            check("SELECT mean(a) / mean(b) FROM m").unwrap(),
+            "arithmetic on aggregates (mean() inside an expression) is not supported by Shardhouse at line 1, char 8"
+        );
+        assert!(check("SELECT * INTO m2 FROM m")
+            .unwrap()
+            .starts_with("SELECT ... INTO is not supported by Shardhouse at line 1, char 10"));
+        assert!(check("SHOW SERIES CARDINALITY")
+            .unwrap()
+            .contains("char 13"));
+        assert!(check("EXPLAIN SELECT a FROM m")
+            .unwrap()
+            .contains("EXPLAIN"));
+        assert_eq!(check("SELECT a + b FROM m"), None);
+        assert_eq!(check("SELECT mean(a) FROM m GROUP BY time(1m)"), None);
+    }
+
+    #[test]
+    fn bind_parameters_read_json_values() {
+        let p = bind_params(Some(
+            r#"{"host":"a","n":3,"x":1.5,"f":{"identifier":"usage"}}"#,
+        ))
+        .unwrap();
+        assert_eq!(p["host"], ParamValue::String("a".into()));
+        assert_eq!(p["n"], ParamValue::Integer(3));
+        assert_eq!(p["x"], ParamValue::Float(1.5));
+        assert_eq!(p["f"], ParamValue::Identifier("usage".into()));
+        assert!(bind_params(Some("[1]")).is_err());
+        assert!(bind_params(None).unwrap().is_empty());
+    }
+}
