@@ -1,7 +1,7 @@
 //! Every HTTP path and the handler that answers it (`http::*`). A new API
 //! is a handler module in `http/` and its lines here.
 
-use crate::http::{admin, health, msgpack, prom, sql, v1, v2};
+use crate::http::{admin, health, msgpack, prom, promql, sql, v1, v2};
 use crate::state::Router;
 use axum::routing::{get, post};
 use std::sync::Arc;
@@ -16,6 +16,28 @@ pub fn app(router: Arc<Router>) -> axum::Router {
         // Reads.
         .route("/query", get(v1::query).post(v1::query))
         .route("/api/v1/sql", get(sql::sql).post(sql::sql))
+        // The Prometheus query API (PromQL).
+        .route("/api/v1/query", get(promql::query).post(promql::query))
+        .route(
+            "/api/v1/query_range",
+            get(promql::query_range).post(promql::query_range),
+        )
+        .route("/api/v1/series", get(promql::series).post(promql::series))
+        .route("/api/v1/labels", get(promql::labels).post(promql::labels))
+        .route("/api/v1/label/{name}/values", get(promql::label_values))
+        .route(
+            "/api/v1/metadata",
+            get(promql::metadata).post(promql::metadata),
+        )
+        .route("/api/v1/status/buildinfo", get(promql::buildinfo))
+        .route(
+            "/api/v1/query_exemplars",
+            get(promql::exemplars).post(promql::exemplars),
+        )
+        .route(
+            "/api/v1/format_query",
+            get(promql::format_query).post(promql::format_query),
+        )
         // Databases, retention and deletes.
         .route(
             "/api/v1/databases",

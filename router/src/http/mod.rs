@@ -14,6 +14,7 @@ pub(crate) mod health;
 pub(crate) mod msgpack;
 mod params;
 pub(crate) mod prom;
+pub(crate) mod promql;
 pub(crate) mod sql;
 pub(crate) mod v1;
 pub(crate) mod v2;
