@@ -130,9 +130,10 @@ for line in sys.stdin.buffer.read().decode("utf-8", "replace").splitlines():
     sha, _, subject = line.partition("\t")
     n += 1
     if len(subject) > limit and sha not in exempt:
-        sha = sha[:10]
         bad += 1
         print(f"commit {sha}: subject of {len(subject)} characters (at most {limit}; detail goes in the body, CONTRIBUTING.md):\n  {subject[:100]}...")
+if bad:
+    print("Not landed yet: reword it (git rebase -i main). Already on main: add its hash to SUBJECT_EXEMPT in scripts/test.sh.")
 print(f"{n} commit subjects checked, {bad} too long")
 sys.exit(1 if bad else 0)' || return
 }
