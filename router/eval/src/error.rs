@@ -35,10 +35,6 @@ pub enum Error {
     /// `tz('...')` named a zone we do not know.
     #[error("unable to find time zone {0}")]
     UnknownTimeZone(String),
-    /// `tz('...')` named a real zone with daylight-saving rules; only UTC and
-    /// fixed offsets are evaluated so far.
-    #[error("time zone {0} has daylight-saving transitions; only UTC and fixed-offset zones (Etc/GMT+5, +05:30) are supported")]
-    UnsupportedTimeZone(String),
     /// `GROUP BY time()` with a non-positive interval.
     #[error("time dimension must have a positive duration")]
     InvalidInterval,

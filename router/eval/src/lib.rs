@@ -39,7 +39,7 @@
 //! What it does not do: read storage, expand `*` and regex field lists
 //! (that needs the schema), evaluate WHERE filters, subqueries, math
 //! functions, `sample`, `holt_winters` and the technical-analysis
-//! functions, or zones with daylight-saving rules by name.
+//! functions.
 
 pub mod aggregate;
 pub mod encode;

@@ -5,11 +5,10 @@
 //! offset inside a window moves its edges when the change is shorter than
 //! the interval).
 //!
-//! Zones: `UTC` (and its aliases) and fixed offsets (`Etc/GMT+5` is UTC−5,
-//! POSIX's inverted sign). Zones with daylight-saving rules need the zone
-//! database, which this crate does not carry: [`time_zone`] refuses them,
-//! and a caller holding the rules can pass them as [`Zone::Rules`]
-//! (transition instants and offsets), which the window arithmetic handles.
+//! Zones: `UTC` (and its aliases), fixed offsets (`Etc/GMT+5` is UTC−5,
+//! POSIX's inverted sign) and every zone of the IANA database
+//! (`America/Los_Angeles`), read as [`Zone::Rules`] (transition instants
+//! and offsets) from the database `jiff` bundles.
 
 use shardhouse_influxql::time::TimeRange;
 use shardhouse_influxql::TimeOffset;
@@ -101,29 +100,34 @@ pub fn time_zone(name: &str) -> Result<Zone> {
         }
         return Ok(Zone::Fixed(sign * hours * 3600));
     }
-    const AREAS: &[&str] = &[
-        "Africa",
-        "America",
-        "Antarctica",
-        "Arctic",
-        "Asia",
-        "Atlantic",
-        "Australia",
-        "Brazil",
-        "Canada",
-        "Chile",
-        "Europe",
-        "Indian",
-        "Mexico",
-        "Pacific",
-        "US",
-    ];
-    match name.split_once('/') {
-        Some((area, city)) if AREAS.contains(&area) && !city.is_empty() => {
-            Err(Error::UnsupportedTimeZone(name.to_string()))
-        }
-        _ => Err(Error::UnknownTimeZone(name.to_string())),
+    named_zone(name).ok_or_else(|| Error::UnknownTimeZone(name.to_string()))
+}
+
+/// A zone of the IANA database (bundled with the router through `jiff`, so
+/// the answer does not depend on the host's zoneinfo): its offsets over the
+/// whole InfluxQL time range, as transitions.
+fn named_zone(name: &str) -> Option<Zone> {
+    // Go's LoadLocation reads names as paths; these are never zone names.
+    if name.starts_with('/') || name.contains("..") || name.contains('\\') {
+        return None;
     }
+    let tz = jiff::tz::TimeZone::get(name).ok()?;
+    let first = jiff::Timestamp::from_nanosecond(i128::from(MIN_TIME)).ok()?;
+    let initial = i64::from(tz.to_offset(first).seconds());
+    let transitions: Vec<(i64, i64)> = tz
+        .following(first)
+        .map(|t| (t.timestamp().as_nanosecond(), t.offset().seconds()))
+        .take_while(|(at, _)| *at <= i128::from(MAX_TIME))
+        .map(|(at, offset)| (at as i64, i64::from(offset)))
+        .collect();
+    Some(if transitions.is_empty() {
+        Zone::Fixed(initial)
+    } else {
+        Zone::Rules {
+            initial,
+            transitions,
+        }
+    })
 }
 
 /// A `GROUP BY time(duration, offset)` interval, nanoseconds.
@@ -379,9 +383,19 @@ mod tests {
             Err(Error::UnknownTimeZone(_))
         ));
         assert!(matches!(
-            time_zone("Europe/Paris"),
-            Err(Error::UnsupportedTimeZone(_))
+            time_zone("Europe/Nowhere"),
+            Err(Error::UnknownTimeZone(_))
         ));
+        // Paris: UTC+1 in winter, UTC+2 from the last Sunday of March.
+        let paris = time_zone("Europe/Paris").unwrap();
+        let jan_2020 = 1_577_836_800 * SECOND;
+        let jul_2020 = 1_593_561_600 * SECOND;
+        assert_eq!(paris.offset_ns(jan_2020), HOUR);
+        assert_eq!(paris.offset_ns(jul_2020), 2 * HOUR);
+        // 2020-03-29T01:00:00Z is the switch.
+        let switch = 1_585_443_600 * SECOND;
+        assert_eq!(paris.offset_ns(switch - 1), HOUR);
+        assert_eq!(paris.offset_ns(switch), 2 * HOUR);
     }
 
     #[test]
@@ -432,5 +446,30 @@ mod tests {
             end: 70 * HOUR,
         };
         assert_eq!(w.buckets(true), vec![23 * HOUR, 46 * HOUR]);
+    }
+
+    #[test]
+    fn los_angeles_days_around_daylight_saving() {
+        // InfluxDB's TestServer_Query_TimeZone: on 2000-04-02 Los Angeles
+        // moves from UTC-8 to UTC-7 (a 23-hour day), on 2000-10-29 back (25).
+        let la = time_zone("America/Los_Angeles").unwrap();
+        let utc = |s: i64| s * SECOND;
+        let apr2 = utc(954_662_400); // 2000-04-02T00:00:00-08:00
+        let w = grouped(24 * HOUR, 0, Some(la.clone()));
+        assert_eq!(w.window(apr2 + 12 * HOUR), (apr2, apr2 + 23 * HOUR));
+        assert_eq!(
+            w.window(apr2 + 30 * HOUR),
+            (apr2 + 23 * HOUR, apr2 + 47 * HOUR)
+        );
+        let oct29 = utc(972_777_600) + 7 * HOUR; // 2000-10-29T00:00:00-07:00
+        assert_eq!(w.window(oct29 + HOUR), (oct29, oct29 + 25 * HOUR));
+        // Hourly: 01:00 happens twice on 2000-10-29 (-07:00, then -08:00).
+        let w = grouped(HOUR, 0, Some(la));
+        let one_am = oct29 + HOUR;
+        assert_eq!(w.window(one_am + MIN), (one_am, one_am + HOUR));
+        assert_eq!(
+            w.window(one_am + HOUR + MIN),
+            (one_am + HOUR, one_am + 2 * HOUR)
+        );
     }
 }
