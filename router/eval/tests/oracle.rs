@@ -10,11 +10,11 @@
 
 use std::collections::BTreeMap;
 
-use shardhouse_influxql::time::TimeRange;
 use shardhouse_eval::partials::{group_key, group_partials, merge_groups, Groups, SeriesPoint};
 use shardhouse_eval::{
     evaluate_field, Aggregate, EvalOptions, Fill, Interval, Transform, Value, Windowing, Zone,
 };
+use shardhouse_influxql::time::TimeRange;
 
 const S: i64 = 1_000_000_000;
 

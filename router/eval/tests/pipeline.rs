@@ -4,8 +4,8 @@
 
 mod support;
 
-use shardhouse_influxql::{parse_statement, Statement};
 use shardhouse_eval::column_names;
+use shardhouse_influxql::{parse_statement, Statement};
 use support::*;
 
 const MINUTE: &str = "WHERE time >= '1970-01-01T00:00:00Z' AND time < '1970-01-01T00:01:00Z'";

@@ -6,13 +6,13 @@
 
 use std::collections::BTreeMap;
 
-use shardhouse_influxql::time::{split_condition, time_range, TimeRange};
-use shardhouse_influxql::{parse_statement, Dimension, Expr, SortOrder, Statement};
 use shardhouse_eval::partials::{group_key, group_partials, merge_groups, Groups, SeriesPoint};
 use shardhouse_eval::{
     finish, only_selector, time_zone, Aggregate, Emitted, EvalOptions, Gathered, Interval, Result,
     Series, SeriesKey, Transform, Value, Windowing,
 };
+use shardhouse_influxql::time::{split_condition, time_range, TimeRange};
+use shardhouse_influxql::{parse_statement, Dimension, Expr, SortOrder, Statement};
 
 pub const S: i64 = 1_000_000_000;
 
