@@ -47,6 +47,7 @@ mod error;
 mod eval;
 pub mod exact;
 mod fill;
+pub mod math;
 pub mod partials;
 mod pipeline;
 mod shape;

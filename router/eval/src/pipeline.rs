@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use shardhouse_influxql::{Field, SelectStatement};
+use shardhouse_influxql::{Expr, Field, SelectStatement};
 
 use crate::aggregate::Aggregate;
 use crate::error::Result;
@@ -30,6 +30,10 @@ pub enum Gathered {
         transform: Option<Transform>,
         series: BTreeMap<SeriesKey, Vec<Emitted>>,
     },
+    /// Arithmetic on calls (`max(v) - min(v)`): `inputs` are the
+    /// expression's calls in pre-order, each evaluated on its own, then
+    /// combined row by row ([`crate::math::combine`]).
+    Math { expr: Expr, inputs: Vec<Gathered> },
 }
 
 /// Evaluates every field and shapes the statement's series. `fields` are
@@ -46,44 +50,8 @@ pub fn finish(
     let mut groups: BTreeMap<SeriesKey, Vec<Vec<Emitted>>> = BTreeMap::new();
     let mut widths = Vec::with_capacity(n);
     for (j, g) in gathered.into_iter().enumerate() {
-        let per_series = match g {
-            Gathered::Aggregate {
-                agg,
-                transform,
-                groups: merged,
-            } => {
-                widths.push(1 + agg.aux_columns().len());
-                let mut out = BTreeMap::new();
-                for (key, buckets) in merged {
-                    let points = crate::evaluate_field(
-                        &agg,
-                        transform.as_ref(),
-                        &buckets,
-                        windowing,
-                        stmt.fill.as_ref(),
-                        opts,
-                    )?;
-                    out.insert(key, points);
-                }
-                out
-            }
-            Gathered::Raw { transform, series } => {
-                widths.push(1);
-                let mut out = BTreeMap::new();
-                for (key, mut points) in series {
-                    points.sort_by_key(|p| p.time);
-                    if !opts.ascending {
-                        points.reverse();
-                    }
-                    let points = match &transform {
-                        Some(t) => t.apply(&points, opts.ascending)?,
-                        None => points,
-                    };
-                    out.insert(key, points);
-                }
-                out
-            }
-        };
+        let (width, per_series) = evaluate_gathered(stmt, g, windowing, opts)?;
+        widths.push(width);
         for (key, points) in per_series {
             groups.entry(key).or_insert_with(|| vec![Vec::new(); n])[j] = points;
         }
@@ -98,4 +66,57 @@ pub fn finish(
         fill: stmt.fill,
     };
     Ok(shape(&column_names(fields), &widths, groups, &options))
+}
+
+/// One field's points per series, in output order, and how many columns
+/// it fills.
+fn evaluate_gathered(
+    stmt: &SelectStatement,
+    gathered: Gathered,
+    windowing: &Windowing,
+    opts: EvalOptions,
+) -> Result<(usize, BTreeMap<SeriesKey, Vec<Emitted>>)> {
+    Ok(match gathered {
+        Gathered::Aggregate {
+            agg,
+            transform,
+            groups: merged,
+        } => {
+            let mut out = BTreeMap::new();
+            for (key, buckets) in merged {
+                let points = crate::evaluate_field(
+                    &agg,
+                    transform.as_ref(),
+                    &buckets,
+                    windowing,
+                    stmt.fill.as_ref(),
+                    opts,
+                )?;
+                out.insert(key, points);
+            }
+            (1 + agg.aux_columns().len(), out)
+        }
+        Gathered::Raw { transform, series } => {
+            let mut out = BTreeMap::new();
+            for (key, mut points) in series {
+                points.sort_by_key(|p| p.time);
+                if !opts.ascending {
+                    points.reverse();
+                }
+                let points = match &transform {
+                    Some(t) => t.apply(&points, opts.ascending)?,
+                    None => points,
+                };
+                out.insert(key, points);
+            }
+            (1, out)
+        }
+        Gathered::Math { expr, inputs } => {
+            let mut evaluated = Vec::with_capacity(inputs.len());
+            for input in inputs {
+                evaluated.push(evaluate_gathered(stmt, input, windowing, opts)?.1);
+            }
+            (1, crate::math::combine(&expr, evaluated, opts.ascending))
+        }
+    })
 }
