@@ -88,8 +88,12 @@ pub fn evaluate(
     let mut out = Vec::new();
     for (&bucket, partial) in ordered {
         let mut outputs = partial.finish(agg, opts.ascending)?;
-        if matches!(agg, Aggregate::Top { .. } | Aggregate::Bottom { .. }) {
-            // Best first already; a stable sort by time keeps that on ties.
+        if matches!(
+            agg,
+            Aggregate::Top { .. } | Aggregate::Bottom { .. } | Aggregate::Sample(_)
+        ) {
+            // Several points per bucket, each at its own time; top/bottom
+            // are best first already, a stable sort keeps that on ties.
             if opts.ascending {
                 outputs.sort_by_key(|o| o.time);
             } else {

@@ -418,3 +418,26 @@ fn type_errors_name_the_function() {
     let err = query("SELECT sum(value) FROM cpu", &mixed).unwrap_err();
     assert!(err.to_string().contains("both float and integer"), "{err}");
 }
+
+#[test]
+fn sample_keeps_every_point_up_to_n_and_a_fixed_pick_beyond() {
+    let data = cpu(float);
+    // At most N points in a bucket: all of them, at their own times.
+    assert_eq!(
+        run(
+            &format!("SELECT sample(value, 5) FROM cpu {DAY} GROUP BY time(30s), host fill(none)"),
+            &data
+        ),
+        [
+            "cpu,host=A | 0:20 | 9:19 | 10:2 | 11:3 | 31:100",
+            "cpu,host=B | 5:10 | 50:1 | 51:2 | 52:3 | 53:4 | 53:5"
+        ]
+    );
+    // More than N: N of them, in time order, the same on every run.
+    let q = "SELECT sample(value, 2) FROM cpu GROUP BY host";
+    let first = run(q, &data);
+    assert_eq!(first, run(q, &data));
+    for series in &first {
+        assert_eq!(series.matches(" | ").count(), 2, "{series}");
+    }
+}

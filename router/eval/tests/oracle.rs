@@ -109,6 +109,8 @@ fn aggregates(kind: Kind) -> Vec<Aggregate> {
         Aggregate::Mode,
         Aggregate::First,
         Aggregate::Last,
+        // More than any bucket holds: every point, in (time, value) order.
+        Aggregate::Sample(1 << 20),
     ];
     if numeric || kind == Kind::Bool {
         all.extend([Aggregate::Min, Aggregate::Max]);
@@ -521,6 +523,13 @@ mod naive {
                         };
                         (Some(t), v, aux)
                     })
+                    .collect()
+            }
+            Aggregate::Sample(_) => {
+                let mut all = pts.to_vec();
+                all.sort_by(|a, b| a.0.cmp(&b.0).then(cmp(&a.1, &b.1)));
+                all.into_iter()
+                    .map(|(t, v, _)| (Some(t), v, vec![]))
                     .collect()
             }
             Aggregate::Integral { .. } => unreachable!("checked per series"),

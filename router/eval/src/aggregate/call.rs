@@ -45,6 +45,9 @@ pub enum Aggregate {
         n: usize,
         tags: Vec<String>,
     },
+    /// `sample(x, N)`: N points picked at random (all of them, in time
+    /// order, when there are at most N).
+    Sample(usize),
 }
 
 impl Aggregate {
@@ -84,6 +87,12 @@ impl Aggregate {
                 Some(other) => {
                     return Err(bad(format!("the unit must be a duration, got {other}")))
                 }
+            },
+            "sample" => match call.args.get(1) {
+                Some(Expr::Literal(Literal::Integer(n))) if *n > 0 => {
+                    Aggregate::Sample(*n as usize)
+                }
+                other => return Err(bad(format!("N must be a positive integer, got {other:?}"))),
             },
             "top" | "bottom" => {
                 let n = match call.args.last() {
@@ -132,6 +141,7 @@ impl Aggregate {
             Aggregate::Integral { .. } => "integral",
             Aggregate::Top { .. } => "top",
             Aggregate::Bottom { .. } => "bottom",
+            Aggregate::Sample(_) => "sample",
         }
     }
 
@@ -147,6 +157,7 @@ impl Aggregate {
                 | Aggregate::Percentile(_)
                 | Aggregate::Top { .. }
                 | Aggregate::Bottom { .. }
+                | Aggregate::Sample(_)
         )
     }
 
@@ -160,6 +171,7 @@ impl Aggregate {
                 | Aggregate::Bottom { .. }
                 | Aggregate::Distinct
                 | Aggregate::Integral { .. }
+                | Aggregate::Sample(_)
         )
     }
 
@@ -180,9 +192,10 @@ impl Aggregate {
                 sum: Sum::Empty,
                 count: 0,
             },
-            Aggregate::Median | Aggregate::Percentile(_) | Aggregate::Integral { .. } => {
-                Partial::Points(Vec::new())
-            }
+            Aggregate::Median
+            | Aggregate::Percentile(_)
+            | Aggregate::Integral { .. }
+            | Aggregate::Sample(_) => Partial::Points(Vec::new()),
             Aggregate::Mode => Partial::Mode(BTreeMap::new()),
             Aggregate::Distinct | Aggregate::CountDistinct => Partial::Distinct(BTreeMap::new()),
             Aggregate::Min => Partial::Selected(Rule::Min, None),
@@ -222,7 +235,8 @@ impl Aggregate {
             | Aggregate::Distinct
             | Aggregate::Mode
             | Aggregate::First
-            | Aggregate::Last => !matches!(value, Value::Null | Value::Time(_)),
+            | Aggregate::Last
+            | Aggregate::Sample(_) => !matches!(value, Value::Null | Value::Time(_)),
             Aggregate::Min | Aggregate::Max => numeric || matches!(value, Value::Bool(_)),
             _ => numeric,
         }

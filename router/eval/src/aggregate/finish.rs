@@ -83,6 +83,9 @@ impl Partial {
                 .map(BucketOutput::at)
                 .into_iter()
                 .collect()),
+            (Partial::Points(points), Aggregate::Sample(n)) => {
+                Ok(sample(points, *n).map(BucketOutput::at).collect())
+            }
             (Partial::Points(_), Aggregate::Integral { .. }) => Err(Error::InvalidArgument {
                 function: "integral".into(),
                 message: "integral spans buckets; evaluate it per series".into(),
@@ -127,6 +130,28 @@ impl Partial {
             }),
         }
     }
+}
+
+/// `n` of the points, in time order. With more than `n`, which ones is
+/// random in InfluxDB; here a fixed pseudo-random pick (a hash of each
+/// point's time), so the same data gives the same answer on every replica
+/// and every run.
+fn sample(points: &[Point], n: usize) -> impl Iterator<Item = &Point> {
+    // Time, then value: the order must not depend on which shard's
+    // points were merged first.
+    let order = |a: &&Point, b: &&Point| a.time.cmp(&b.time).then(by_value(&a.value, &b.value));
+    let mut picked: Vec<&Point> = points.iter().collect();
+    if picked.len() > n {
+        let rank = |p: &Point| {
+            (p.time as u64)
+                .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                .rotate_left(17)
+        };
+        picked.sort_by(|a, b| rank(a).cmp(&rank(b)).then(order(a, b)));
+        picked.truncate(n);
+    }
+    picked.sort_by(order);
+    picked.into_iter()
 }
 
 fn by_value(a: &Value, b: &Value) -> Ordering {
