@@ -115,6 +115,8 @@ pub(crate) enum Token {
     Float(f64),
     /// A duration literal in nanoseconds.
     Duration(i64),
+    /// Digits followed by letters that do not spell a duration (`0xdb0`).
+    BadDuration(String),
     /// `$name`.
     Param(String),
     /// A regex literal's pattern; only produced by `Lexer::regex`.
@@ -166,9 +168,45 @@ pub(crate) const DURATION_UNITS: &[(&str, i64)] = &[
     ("w", 604_800_000_000_000),
 ];
 
+/// InfluxQL's `ParseDuration` of a duration token: one or more
+/// `<digits><unit>` (`90m`, `1h30m`), in nanoseconds; `None` when the text
+/// is not one or overflows.
+pub(crate) fn parse_duration(text: &str) -> Option<i64> {
+    let mut rest = text;
+    let mut total: i64 = 0;
+    while !rest.is_empty() {
+        let digits = rest.len() - rest.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+        if digits == 0 {
+            return None;
+        }
+        let n: i64 = rest[..digits].parse().ok()?;
+        rest = &rest[digits..];
+        let (unit_len, unit_ns) = if rest.starts_with("ns") {
+            (2, 1)
+        } else if rest.starts_with("ms") {
+            (2, 1_000_000)
+        } else {
+            let c = rest.chars().next()?;
+            let ns = DURATION_UNITS
+                .iter()
+                .find(|(u, _)| u.chars().count() == 1 && u.starts_with(c))?
+                .1;
+            (c.len_utf8(), ns)
+        };
+        rest = &rest[unit_len..];
+        total = total.checked_add(n.checked_mul(unit_ns)?)?;
+    }
+    Some(total)
+}
+
 pub(crate) struct Lexer<'a> {
     text: &'a str,
     pos: usize,
+    /// Where the last token before the end ended, and how many characters
+    /// past it InfluxDB reports a missing token (`found EOF ... char N`).
+    pub last_end: usize,
+    pub eof_gap: usize,
+    last_was_word: bool,
 }
 
 fn is_ident_start(c: char) -> bool {
@@ -181,7 +219,13 @@ fn is_ident_char(c: char) -> bool {
 
 impl<'a> Lexer<'a> {
     pub fn new(text: &'a str) -> Self {
-        Lexer { text, pos: 0 }
+        Lexer {
+            text,
+            pos: 0,
+            last_end: 0,
+            eof_gap: 0,
+            last_was_word: false,
+        }
     }
 
     fn peek_char(&self) -> Option<char> {
@@ -192,6 +236,28 @@ impl<'a> Lexer<'a> {
         let c = self.peek_char()?;
         self.pos += c.len_utf8();
         Some(c)
+    }
+
+    /// Records where `token` ended and where a missing token after it is
+    /// reported (the tests: `eof_positions_follow_influxdb`). InfluxDB's scanner reads one character past a word (an
+    /// identifier, keyword) without giving it back, so the end it reports
+    /// after one is a character further than after an operator or literal;
+    /// the parser's look-ahead does the same after `,`, `.`, `=~` and a
+    /// call's `(` (measured against influxd 1.8.10).
+    fn ended(&mut self, token: &Token) {
+        let far = matches!(
+            token,
+            Token::Ident(_)
+                | Token::Keyword(_)
+                | Token::Comma
+                | Token::Dot
+                | Token::EqRegex
+                | Token::NotEqRegex
+        ) || (*token == Token::LParen && self.last_was_word);
+        self.last_end = self.pos;
+        self.eof_gap = if far { 2 } else { 1 };
+        // A call's `(` follows a name; `SELECT (` and `AND (` do not count.
+        self.last_was_word = matches!(token, Token::Ident(_));
     }
 
     fn error(&self, kind: ErrorKind, offset: usize) -> ParseError {
@@ -293,6 +359,7 @@ impl<'a> Lexer<'a> {
             '>' => Token::Gt,
             other => Token::Illegal(other),
         };
+        self.ended(&token);
         Ok(Spanned {
             token,
             start,
@@ -352,27 +419,27 @@ impl<'a> Lexer<'a> {
         let value: u64 = digits
             .parse()
             .map_err(|_| self.error(ErrorKind::Number(digits.to_string()), start))?;
-        // A unit right after the digits makes a duration: the whole run of
-        // letters must be one unit, else it is left for the next token.
-        let mut run_end = self.pos;
-        for c in self.text[self.pos..].chars() {
-            if c.is_ascii_alphabetic() || c == 'µ' {
-                run_end += c.len_utf8();
-            } else {
-                break;
-            }
+        // Letters right after the digits make a duration token, as in
+        // InfluxDB's scanner: digits, a unit, then any letters and digits
+        // (`1h30m`). One that does not read as a duration is still one
+        // token (`0xdb0`), which no rule accepts.
+        if !self
+            .peek_char()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == 'µ')
+        {
+            return Ok(Token::Integer(value));
         }
-        let run = &self.text[self.pos..run_end];
-        if let Some(&(_, unit_ns)) = DURATION_UNITS.iter().find(|(u, _)| *u == run) {
-            self.pos = run_end;
-            let text = &self.text[start..self.pos];
-            let nanos = i64::try_from(value)
-                .ok()
-                .and_then(|v| v.checked_mul(unit_ns))
-                .ok_or_else(|| self.error(ErrorKind::Duration(text.to_string()), start))?;
-            return Ok(Token::Duration(nanos));
+        while self
+            .peek_char()
+            .is_some_and(|c| c.is_ascii_alphanumeric() || c == 'µ')
+        {
+            self.pos += self.peek_char().map_or(1, char::len_utf8);
         }
-        Ok(Token::Integer(value))
+        let text = &self.text[start..self.pos];
+        Ok(match parse_duration(text) {
+            Some(nanos) => Token::Duration(nanos),
+            None => Token::BadDuration(text.to_string()),
+        })
     }
 
     /// Scans a regex literal whose opening `/` is at byte `start`.
@@ -402,6 +469,7 @@ impl<'a> Lexer<'a> {
         if let Some(message) = regex_error(&pattern) {
             return Err(self.error(ErrorKind::Regex { pattern, message }, start));
         }
+        self.ended(&Token::Regex(String::new()));
         Ok(Spanned {
             token: Token::Regex(pattern),
             start,
@@ -449,8 +517,8 @@ mod tests {
                 Token::Integer(5),
                 Token::Float(1.5),
                 Token::Float(0.5),
-                Token::Integer(5),
-                Token::Ident("x".into()),
+                // One token, as InfluxDB scans it (its parser refuses it).
+                Token::BadDuration("5x".into()),
             ]
         );
         assert_eq!(
@@ -502,7 +570,42 @@ mod tests {
         assert_eq!(err.kind, ErrorKind::BadEscape('q'));
         let err = Lexer::new("99999999999999999999").next_token().unwrap_err();
         assert!(matches!(err.kind, ErrorKind::Number(_)));
-        let err = Lexer::new("9999999999999w").next_token().unwrap_err();
-        assert!(matches!(err.kind, ErrorKind::Duration(_)));
+        let tok = Lexer::new("9999999999999w").next_token().unwrap();
+        assert_eq!(tok.token, Token::BadDuration("9999999999999w".into()));
+    }
+
+    #[test]
+    fn eof_positions_follow_influxdb() {
+        // (statement, column influxd 1.8.10 reports for the missing token)
+        for (q, column) in [
+            ("SELECT a,", 11),
+            ("SELECT (", 9),
+            ("SELECT mean(", 14),
+            ("SELECT a FROM m WHERE x =", 26),
+            ("SELECT a FROM m WHERE a =~", 28),
+            ("SELECT a FROM m WHERE a !=", 27),
+            ("SELECT a FROM m WHERE (a = 1", 29),
+            ("SELECT a FROM m WHERE a = 5 AND (b", 36),
+            ("SELECT a FROM db.", 19),
+            ("SELECT a::", 11),
+            ("CREATE DATABASE db0 WITH NAME", 31),
+            ("DROP", 6),
+        ] {
+            let err = crate::parse(q).unwrap_err();
+            assert_eq!(err.position.column, column, "{q}: {err}");
+        }
+    }
+
+    #[test]
+    fn durations_read_as_influxdb_scans_them() {
+        let one = |t: &str| Lexer::new(t).next_token().unwrap().token;
+        assert_eq!(one("1h30m"), Token::Duration(90 * 60_000_000_000));
+        assert_eq!(one("2ms5ns"), Token::Duration(2_000_005));
+        assert_eq!(one("10µs"), Token::BadDuration("10µs".into()));
+        assert_eq!(one("10µ"), Token::Duration(10_000));
+        // Digits then letters are one token even when not a duration.
+        assert_eq!(one("0xdb0"), Token::BadDuration("0xdb0".into()));
+        assert_eq!(one("5n"), Token::BadDuration("5n".into()));
+        assert_eq!(one("12"), Token::Integer(12));
     }
 }

@@ -95,13 +95,18 @@ impl<'a> Parser<'a> {
     }
 
     pub fn unexpected(&self, tok: &Spanned, expected: &[&str]) -> ParseError {
-        self.error_at(
-            ErrorKind::Unexpected {
-                found: self.found(tok),
-                expected: expected.iter().map(|s| s.to_string()).collect(),
-            },
-            tok.start,
-        )
+        let kind = ErrorKind::Unexpected {
+            found: self.found(tok),
+            expected: expected.iter().map(|s| s.to_string()).collect(),
+        };
+        if tok.token != Token::Eof {
+            return self.error_at(kind, tok.start);
+        }
+        // InfluxDB places the end one or two characters past the last
+        // token, whatever whitespace or comments follow it (Lexer::ended).
+        let mut error = self.error_at(kind, self.lexer.last_end);
+        error.position.column += self.lexer.eof_gap.saturating_sub(1);
+        error
     }
 
     /// Errors on the next token, listing the optional clauses that were
@@ -268,6 +273,9 @@ impl<'a> Parser<'a> {
         let tok = self.next()?;
         let nanos = match tok.token {
             Token::Duration(d) => d,
+            Token::BadDuration(text) => {
+                return Err(self.error_at(ErrorKind::Duration(text), tok.start))
+            }
             Token::Param(name) => match self.param(&name, tok.start)? {
                 ParamValue::Duration(d) => d,
                 _ => return Err(self.param_error(&name, "expected a duration", tok.start)),
@@ -389,6 +397,7 @@ impl<'a> Parser<'a> {
             }),
             Token::Float(v) => Expr::float(v),
             Token::Duration(d) => Expr::duration(d),
+            Token::BadDuration(text) => return Err(self.error_at(ErrorKind::Duration(text), start)),
             Token::Str(s) => Expr::Literal(Literal::String(s)),
             Token::Keyword("TRUE") => Expr::Literal(Literal::Boolean(true)),
             Token::Keyword("FALSE") => Expr::Literal(Literal::Boolean(false)),
