@@ -34,6 +34,12 @@ pub enum Gathered {
     /// expression's calls in pre-order, each evaluated on its own, then
     /// combined row by row ([`crate::math::combine`]).
     Math { expr: Expr, inputs: Vec<Gathered> },
+    /// A column of the rows a selector picks (`tx` in `SELECT tx,
+    /// max(rx)`): value `index` of the points' [`Point::aux`] of field
+    /// `selector` (an `Aggregate` whose points carry those values).
+    ///
+    /// [`Point::aux`]: crate::Point::aux
+    AuxOf { selector: usize, index: usize },
 }
 
 /// Evaluates every field and shapes the statement's series. `fields` are
@@ -47,12 +53,42 @@ pub fn finish(
 ) -> Result<Vec<Series>> {
     let n = gathered.len();
     let limit_rows = gathered.iter().all(|g| matches!(g, Gathered::Raw { .. }));
+    let mut evaluated: Vec<Option<(usize, BTreeMap<SeriesKey, Vec<Emitted>>)>> = Vec::new();
+    let mut aux_of = Vec::new();
+    let mut own_aux = vec![0; n];
+    for (j, g) in gathered.into_iter().enumerate() {
+        match g {
+            Gathered::AuxOf { selector, index } => {
+                aux_of.push((j, selector, index));
+                evaluated.push(None);
+            }
+            g => {
+                if let Gathered::Aggregate { agg, .. } = &g {
+                    own_aux[j] = agg.aux_columns().len();
+                }
+                evaluated.push(Some(evaluate_gathered(stmt, g, windowing, opts)?));
+            }
+        }
+    }
+    // Columns picked with a selector's points, then the selector's points
+    // without them.
+    for (j, selector, index) in aux_of {
+        let column = evaluated
+            .get(selector)
+            .and_then(Option::as_ref)
+            .map(|(_, per_series)| picked_column(per_series, own_aux[selector] + index))
+            .unwrap_or_default();
+        evaluated[j] = Some((1, column));
+    }
     let mut groups: BTreeMap<SeriesKey, Vec<Vec<Emitted>>> = BTreeMap::new();
     let mut widths = Vec::with_capacity(n);
-    for (j, g) in gathered.into_iter().enumerate() {
-        let (width, per_series) = evaluate_gathered(stmt, g, windowing, opts)?;
+    for (j, field) in evaluated.into_iter().enumerate() {
+        let (width, per_series) = field.expect("every field evaluated above");
         widths.push(width);
-        for (key, points) in per_series {
+        for (key, mut points) in per_series {
+            for p in &mut points {
+                p.aux.truncate(width - 1);
+            }
             groups.entry(key).or_insert_with(|| vec![Vec::new(); n])[j] = points;
         }
     }
@@ -111,6 +147,8 @@ fn evaluate_gathered(
             }
             (1, out)
         }
+        // Resolved by `finish` from its selector; never inside arithmetic.
+        Gathered::AuxOf { .. } => (1, BTreeMap::new()),
         Gathered::Math { expr, inputs } => {
             let mut evaluated = Vec::with_capacity(inputs.len());
             for input in inputs {
@@ -119,4 +157,73 @@ fn evaluate_gathered(
             (1, crate::math::combine(&expr, evaluated, opts.ascending))
         }
     })
+}
+
+/// Column `at` of the values a selector's points carry, at the points'
+/// times (null where a point lacks it: a filled bucket).
+fn picked_column(
+    per_series: &BTreeMap<SeriesKey, Vec<Emitted>>,
+    at: usize,
+) -> BTreeMap<SeriesKey, Vec<Emitted>> {
+    per_series
+        .iter()
+        .map(|(key, points)| {
+            let column = points
+                .iter()
+                .map(|p| Emitted::new(p.time, p.aux.get(at).cloned().unwrap_or(crate::Value::Null)))
+                .collect();
+            (key.clone(), column)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::value::{Point, Value};
+    use shardhouse_influxql::time::TimeRange;
+    use shardhouse_influxql::Statement;
+
+    fn select(q: &str) -> SelectStatement {
+        match shardhouse_influxql::parse_statement(q).unwrap() {
+            Statement::Select(s) => *s,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn columns_of_the_selected_rows_travel_with_the_selector() {
+        // SELECT tx, max(rx): rows (time, rx, tx) = (1, 5, 50), (2, 9, 90).
+        let stmt = select("SELECT tx, max(rx) FROM network");
+        let agg = Aggregate::Max;
+        let mut partial = agg.empty_partial();
+        for (t, rx, tx) in [(1, 5, 50), (2, 9, 90)] {
+            let p = Point::with_aux(t, Value::Int(rx), vec![Value::Int(tx)]);
+            partial.add(&agg, &p, &[]).unwrap();
+        }
+        let key = SeriesKey::new("network", &[]);
+        let groups = Groups::from([(key, BTreeMap::from([(0, partial)]))]);
+        let gathered = vec![
+            Gathered::AuxOf {
+                selector: 1,
+                index: 0,
+            },
+            Gathered::Aggregate {
+                agg,
+                transform: None,
+                groups,
+            },
+        ];
+        let windowing = Windowing::new(None, TimeRange::UNBOUNDED, None);
+        let opts = EvalOptions {
+            ascending: true,
+            point_times: true,
+        };
+        let out = finish(&stmt, &stmt.fields, gathered, &windowing, opts).unwrap();
+        assert_eq!(out[0].columns, ["time", "tx", "max"]);
+        assert_eq!(
+            out[0].values,
+            vec![vec![Value::Time(2), Value::Int(90), Value::Int(9)]]
+        );
+    }
 }

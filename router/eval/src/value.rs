@@ -72,11 +72,24 @@ impl Value {
 pub struct Point {
     pub time: i64,
     pub value: Value,
+    /// Other columns of the same row that travel with a selected point
+    /// (`SELECT tx, max(rx)`: `tx` at the point `max` picks).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub aux: Vec<Value>,
 }
 
 impl Point {
     pub fn new(time: i64, value: Value) -> Self {
-        Point { time, value }
+        Point {
+            time,
+            value,
+            aux: Vec::new(),
+        }
+    }
+
+    /// A point with the row's other columns (see [`Point::aux`]).
+    pub fn with_aux(time: i64, value: Value, aux: Vec<Value>) -> Self {
+        Point { time, value, aux }
     }
 }
 

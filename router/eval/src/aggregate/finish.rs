@@ -27,11 +27,12 @@ impl BucketOutput {
         }
     }
 
+    /// A selected point, with the row's other columns it carries.
     fn at(point: &Point) -> Self {
         BucketOutput {
             time: Some(point.time),
             value: point.value.clone(),
-            aux: Vec::new(),
+            aux: point.aux.clone(),
         }
     }
 }
@@ -119,7 +120,12 @@ impl Partial {
                 Ok(ranked
                     .into_iter()
                     .map(|(tags, point)| BucketOutput {
-                        aux: tags.iter().map(|t| Value::String(t.clone())).collect(),
+                        // The tag arguments' columns, then the row's.
+                        aux: tags
+                            .iter()
+                            .map(|t| Value::String(t.clone()))
+                            .chain(point.aux.iter().cloned())
+                            .collect(),
                         ..BucketOutput::at(point)
                     })
                     .collect())
