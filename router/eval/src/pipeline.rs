@@ -42,6 +42,9 @@ pub enum Gathered {
     AuxOf { selector: usize, index: usize },
 }
 
+/// One field's column count and points per series, in output order.
+type Evaluated = (usize, BTreeMap<SeriesKey, Vec<Emitted>>);
+
 /// Evaluates every field and shapes the statement's series. `fields` are
 /// the statement's fields after `*` expansion (for column names).
 pub fn finish(
@@ -53,7 +56,7 @@ pub fn finish(
 ) -> Result<Vec<Series>> {
     let n = gathered.len();
     let limit_rows = gathered.iter().all(|g| matches!(g, Gathered::Raw { .. }));
-    let mut evaluated: Vec<Option<(usize, BTreeMap<SeriesKey, Vec<Emitted>>)>> = Vec::new();
+    let mut evaluated: Vec<Option<Evaluated>> = Vec::new();
     let mut aux_of = Vec::new();
     let mut own_aux = vec![0; n];
     for (j, g) in gathered.into_iter().enumerate() {
@@ -111,7 +114,7 @@ fn evaluate_gathered(
     gathered: Gathered,
     windowing: &Windowing,
     opts: EvalOptions,
-) -> Result<(usize, BTreeMap<SeriesKey, Vec<Emitted>>)> {
+) -> Result<Evaluated> {
     Ok(match gathered {
         Gathered::Aggregate {
             agg,
