@@ -17,6 +17,12 @@ pub struct Emitted {
     pub value: Value,
     /// Extra columns that travel with this value (`top(x, host, 2)`'s host).
     pub aux: Vec<Value>,
+    /// The series a raw value comes from, as its rank in the statement's
+    /// series order (0 for aggregates): raw values of different series at
+    /// one time are separate rows, ordered by series, as InfluxDB returns
+    /// them (`SELECT used, free FROM mem` with `used` and `free` in two
+    /// series gives two rows per time, not one).
+    pub series: u64,
 }
 
 impl Emitted {
@@ -25,6 +31,15 @@ impl Emitted {
             time,
             value,
             aux: Vec::new(),
+            series: 0,
+        }
+    }
+
+    /// A raw value of the series ranked `series` (see [`Emitted::series`]).
+    pub fn of_series(time: i64, value: Value, series: u64) -> Self {
+        Emitted {
+            series,
+            ..Emitted::new(time, value)
         }
     }
 }
@@ -104,6 +119,7 @@ pub fn evaluate(
                     time: o.time.unwrap_or(bucket),
                     value: o.value,
                     aux: o.aux,
+                    series: 0,
                 });
             }
             continue;
@@ -118,6 +134,7 @@ pub fn evaluate(
                 time,
                 value: o.value,
                 aux: o.aux,
+                series: 0,
             });
         }
     }

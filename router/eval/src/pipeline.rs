@@ -138,7 +138,7 @@ fn evaluate_gathered(
         Gathered::Raw { transform, series } => {
             let mut out = BTreeMap::new();
             for (key, mut points) in series {
-                points.sort_by_key(|p| p.time);
+                points.sort_by_key(|p| (p.time, p.series));
                 if !opts.ascending {
                     points.reverse();
                 }
@@ -227,6 +227,42 @@ mod tests {
         assert_eq!(
             out[0].values,
             vec![vec![Value::Time(2), Value::Int(90), Value::Int(9)]]
+        );
+    }
+
+    #[test]
+    fn raw_values_of_two_series_at_one_time_are_two_rows() {
+        // InfluxDB's "order desc with sparse data": `used` only in series 1
+        // (server2), `free` only in series 0 (server1), both at t=1 and t=2.
+        let stmt = select("SELECT used, free FROM mem ORDER BY time DESC");
+        let key = SeriesKey::new("mem", &[]);
+        let raw = |series: u64, values: &[(i64, i64)]| Gathered::Raw {
+            transform: None,
+            series: BTreeMap::from([(
+                key.clone(),
+                values
+                    .iter()
+                    .map(|(t, v)| Emitted::of_series(*t, Value::Int(*v), series))
+                    .collect(),
+            )]),
+        };
+        let gathered = vec![raw(1, &[(1, 3), (2, 4)]), raw(0, &[(1, 1), (2, 2)])];
+        let windowing = Windowing::new(None, TimeRange::UNBOUNDED, None);
+        let opts = EvalOptions {
+            ascending: false,
+            point_times: false,
+        };
+        let out = finish(&stmt, &stmt.fields, gathered, &windowing, opts).unwrap();
+        let t = Value::Time;
+        let (i, n) = (Value::Int, Value::Null);
+        assert_eq!(
+            out[0].values,
+            vec![
+                vec![t(2), i(4), n.clone()],
+                vec![t(2), n.clone(), i(2)],
+                vec![t(1), i(3), n.clone()],
+                vec![t(1), n, i(1)],
+            ]
         );
     }
 }

@@ -216,23 +216,25 @@ fn join(fields: &[Vec<Emitted>], widths: &[usize], opts: &ShapeOptions) -> Vec<V
     let keep_previous = matches!(opts.fill, Some(Fill::Previous));
     let mut rows = Vec::new();
     loop {
-        let times = fields
+        // A row per time and series (raw values of two series at one time
+        // are two rows; aggregates are all series 0).
+        let keys = fields
             .iter()
             .zip(&heads)
-            .filter_map(|(points, &h)| points.get(h).map(|p| p.time));
+            .filter_map(|(points, &h)| points.get(h).map(|p| (p.time, p.series)));
         let next = if opts.ascending {
-            times.min()
+            keys.min()
         } else {
-            times.max()
+            keys.max()
         };
-        let Some(time) = next else { break };
+        let Some((time, series)) = next else { break };
         let mut row = Vec::with_capacity(total + 1);
         row.push(Value::Time(time));
         let mut column = 0;
         for (j, points) in fields.iter().enumerate() {
             let width = widths.get(j).copied().unwrap_or(1);
             match points.get(heads[j]) {
-                Some(p) if p.time == time => {
+                Some(p) if p.time == time && p.series == series => {
                     heads[j] += 1;
                     let cells = std::iter::once(&p.value).chain(p.aux.iter());
                     let cells = cells.chain(std::iter::repeat(&Value::Null)).take(width);
