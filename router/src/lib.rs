@@ -114,6 +114,7 @@ pub async fn start(
         Some(config) => {
             let listener = tls::TlsListener::new(http_listener, config)
                 .map_err(|e| Error::Internal(e.to_string()))?;
+            let listener = http::lenient::LenientListener(listener);
             tokio::spawn(async move {
                 if let Err(e) = axum::serve(listener, app).await {
                     tracing::error!(error = %e, "https server stopped");
@@ -123,9 +124,9 @@ pub async fn start(
         None => tokio::spawn(async move {
             // No Nagle: a response written in pieces must not wait for the
             // client's delayed ACK (~40 ms per request at low load).
-            let http_listener = http_listener.tap_io(|tcp| {
+            let http_listener = http::lenient::LenientListener(http_listener.tap_io(|tcp| {
                 let _ = tcp.set_nodelay(true);
-            });
+            }));
             if let Err(e) = axum::serve(http_listener, app).await {
                 tracing::error!(error = %e, "http server stopped");
             }

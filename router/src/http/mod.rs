@@ -11,6 +11,7 @@ pub(crate) mod admin;
 mod answer;
 mod body;
 pub(crate) mod health;
+pub(crate) mod lenient;
 pub(crate) mod msgpack;
 mod params;
 pub(crate) mod prom;
