@@ -18,6 +18,7 @@ use super::fetch::{self, text_at};
 use super::select::StmtResult;
 use super::Ctx;
 
+mod cardinality;
 mod series_index;
 mod storage_ops;
 
@@ -42,6 +43,7 @@ pub async fn run(ctx: &Ctx<'_>, stmt: &Statement) -> StmtResult<Vec<Series>> {
         Statement::ShowTagValues(t) => Some(t.database.as_deref()),
         Statement::ShowFieldKeys(f) => Some(f.database.as_deref()),
         Statement::ShowSeries(q) => Some(q.database.as_deref()),
+        Statement::ShowCardinality(c) if !cardinality::estimated(c) => Some(c.database.as_deref()),
         _ => None,
     };
     if let Some(on) = shown_db {
@@ -57,6 +59,11 @@ pub async fn run(ctx: &Ctx<'_>, stmt: &Statement) -> StmtResult<Vec<Series>> {
 
 async fn run_statement(ctx: &Ctx<'_>, stmt: &Statement) -> StmtResult<Vec<Series>> {
     match stmt {
+        Statement::ShowCardinality(c) => {
+            let listing = cardinality::listing(c)?;
+            let listed = Box::pin(run_statement(ctx, &listing)).await?;
+            Ok(cardinality::counted(c, listed))
+        }
         Statement::ShowDatabases => {
             let dbs = databases(ctx).await?;
             Ok(vec![table(
@@ -90,6 +97,9 @@ async fn run_statement(ctx: &Ctx<'_>, stmt: &Statement) -> StmtResult<Vec<Series
             )])
         }
         Statement::ShowMeasurements(m) => {
+            if m.condition.as_ref().is_some_and(cardinality::mentions_time) {
+                return Err("SHOW MEASUREMENTS doesn't support time in WHERE clause".into());
+            }
             let db = database_of(ctx, m.database.as_deref())?;
             let mut sql = "SELECT DISTINCT measurement FROM _series".to_string();
             if let Some(c) = &m.condition {
@@ -206,6 +216,7 @@ async fn run_statement(ctx: &Ctx<'_>, stmt: &Statement) -> StmtResult<Vec<Series
                 None => 0,
             };
             if let Some(name) = c.retention_policy.as_ref().and_then(|p| p.name.as_deref()) {
+                storage_ops::influx_valid_name(name)?;
                 if name != AUTOGEN {
                     return Err(format!(
                         "retention policy {name:?}: each database has one policy, {AUTOGEN}; leave NAME out"
@@ -213,6 +224,20 @@ async fn run_statement(ctx: &Ctx<'_>, stmt: &Statement) -> StmtResult<Vec<Series
                 }
             }
             valid_database(&c.name)?;
+            // Re-creating a database is a no-op, unless it asks for another
+            // retention than the one it has (InfluxDB's conflict).
+            if c.retention_policy
+                .as_ref()
+                .and_then(|p| p.duration)
+                .is_some()
+            {
+                let dbs = databases(ctx).await?;
+                if let Some((_, held)) = dbs.iter().find(|(n, _)| *n == c.name) {
+                    if *held != retention_ns {
+                        return Err("retention policy conflicts with an existing policy".into());
+                    }
+                }
+            }
             let op = storage_op::Op::CreateDatabase(CreateDatabase {
                 database: c.name.clone(),
                 retention_ns,
@@ -269,7 +294,6 @@ async fn run_statement(ctx: &Ctx<'_>, stmt: &Statement) -> StmtResult<Vec<Series
 fn statement_name(stmt: &Statement) -> &'static str {
     match stmt {
         Statement::Explain { .. } => "EXPLAIN",
-        Statement::ShowCardinality(_) => "SHOW ... CARDINALITY",
         Statement::CreateRetentionPolicy(_) => {
             "CREATE RETENTION POLICY (each database has one policy, autogen: use ALTER RETENTION POLICY autogen ON <db> DURATION <d>)"
         }

@@ -13,7 +13,7 @@
 //! partials per bucket and series; the others from the shards' points. Either
 //! way every answer equals one evaluation over all the data (docs/api.md).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use arrow_array::RecordBatch;
 use shardhouse_eval::partials::{group_key, merge_groups, Groups};
@@ -44,13 +44,31 @@ pub async fn run(ctx: &Ctx<'_>, stmt: &SelectStatement) -> StmtResult<Vec<Series
         return Err("SELECT ... INTO is not supported: query, then write the result".into());
     }
     if let [Source::Subquery(inner)] = stmt.from.as_slice() {
-        let rows = Box::pin(run(ctx, inner)).await?;
+        let inner = super::bounds::with_outer_time(inner, stmt)?;
+        let rows = Box::pin(run(ctx, &inner)).await?;
         return super::subquery::evaluate(stmt, rows, ctx.now);
     }
+    let pairs = measurements(ctx, stmt).await?;
+    // Several measurements: `*` is their union (union.rs).
+    let expanded;
+    let stmt = if pairs.len() > 1 && super::union::has_wildcard(stmt) {
+        let mut all = Vec::with_capacity(pairs.len());
+        for (database, measurement) in &pairs {
+            all.push(super::union::columns(ctx, database, measurement).await?);
+        }
+        expanded = super::union::expand(stmt, &all);
+        &expanded
+    } else {
+        stmt
+    };
     let mut out = Vec::new();
-    for (database, measurement) in measurements(ctx, stmt).await? {
-        let mut series = one_measurement(ctx, stmt, &database, &measurement).await?;
+    for (database, measurement) in &pairs {
+        let mut series = one_measurement(ctx, stmt, database, measurement).await?;
         out.append(&mut series);
+    }
+    if pairs.iter().any(|(d, _)| *d != pairs[0].0) {
+        let ascending = stmt.order_by != Some(SortOrder::Descending);
+        out = super::union::merge_series(out, ascending);
     }
     Ok(out)
 }
@@ -88,6 +106,8 @@ async fn measurements(ctx: &Ctx<'_>, stmt: &SelectStatement) -> StmtResult<Vec<(
             }
         }
     }
+    // InfluxDB answers measurements by name.
+    out.sort_by(|a, b| a.1.cmp(&b.1).then(a.0.cmp(&b.0)));
     out.dedup();
     Ok(out)
 }
@@ -202,15 +222,25 @@ async fn one_measurement(
         if !has_call {
             return Err("GROUP BY requires at least one aggregate function".into());
         }
-        if !range.has_start() {
-            return Err(
-                "aggregate functions with GROUP BY time require a WHERE time clause with a lower limit"
-                    .into(),
-            );
-        }
         if !range.has_end() {
             // InfluxDB ends GROUP BY time() queries at now() (inclusive).
             range.end = ctx.now + 1;
+        }
+        if !range.has_start() {
+            // ... and starts them at the first point they read (bounds.rs).
+            let first = super::bounds::first_time(
+                ctx,
+                database,
+                measurement,
+                schema.samples,
+                range,
+                tag_sql.as_deref(),
+            )
+            .await?;
+            match first {
+                Some(t) => range.start = t,
+                None => return Ok(Vec::new()),
+            }
         }
         let width = interval.map_or(1, |iv| iv.duration).max(1);
         if (range.end.saturating_sub(range.start)) / width > MAX_BUCKETS {
@@ -236,8 +266,11 @@ async fn one_measurement(
                 .fields
                 .iter()
                 .any(|f| matches!(f.expr, Expr::Wildcard(_))));
+    // Raw rows are ordered by series key at equal times, so raw
+    // statements read the tag index too.
     let series = if wants_tag_keys
         || !dims_spec.is_empty()
+        || !has_call
         || stmt.fields.iter().any(|f| uses_tags(&f.expr, &is_field))
     {
         let answers = fetch::on_every_shard(
@@ -271,7 +304,12 @@ async fn one_measurement(
     dims.sort();
     dims.dedup();
 
-    let planned = plan_fields(&stmt.fields, &schema, &tag_keys, duration)?;
+    let shown_tags: BTreeSet<String> = tag_keys
+        .difference(&dims.iter().cloned().collect())
+        .cloned()
+        .collect();
+    let planned = plan_fields(&stmt.fields, &schema, &shown_tags, duration)?;
+    super::fields::check_top_limit(&stmt.fields, stmt.limit)?;
     if planned.plans.is_empty() {
         return Ok(Vec::new());
     }
@@ -305,13 +343,18 @@ async fn one_measurement(
     // a field (pushdown.rs); otherwise they send their points.
     let pushed = windowing.zone.is_none()
         && planned.plans.iter().all(|p| match p {
-            Plan::Aggregate { agg, slot, .. } => match &planned.slots[*slot] {
+            Plan::Aggregate {
+                agg,
+                slot,
+                aux_slots,
+                ..
+            } if aux_slots.is_empty() => match &planned.slots[*slot] {
                 Slot::Sql(Expr::VarRef(v)) => {
                     pushdown::pushable(agg, schema.fields.get(&v.name).copied())
                 }
                 _ => false,
             },
-            Plan::Raw { .. } => false,
+            _ => false,
         });
 
     // Each shard's points (or groups), with only the columns it has.
@@ -430,6 +473,23 @@ async fn one_measurement(
         }
     };
 
+    // Series ranked by key (InfluxDB's order of raw rows at one time).
+    let ranks: HashMap<u64, u64> = series
+        .as_ref()
+        .map(|s| {
+            let mut keyed: Vec<(String, u64)> = s
+                .iter()
+                .map(|(sid, tags)| (super::meta::series_key(measurement, tags), *sid))
+                .collect();
+            keyed.sort();
+            keyed
+                .into_iter()
+                .enumerate()
+                .map(|(i, (_, sid))| (sid, i as u64))
+                .collect()
+        })
+        .unwrap_or_default();
+    let rank_of = |sid: u64| ranks.get(&sid).copied().unwrap_or(sid);
     let mut gathered = Vec::with_capacity(planned.plans.len());
     for (j, plan) in planned.plans.iter().enumerate() {
         gathered.push(match plan {
@@ -437,6 +497,7 @@ async fn one_measurement(
                 agg,
                 slot,
                 transform,
+                aux_slots,
             } => {
                 let mut merged = Groups::new();
                 for batches in shards.iter().filter(|_| pushed) {
@@ -483,6 +544,9 @@ async fn one_measurement(
                             if value.is_null() {
                                 continue;
                             }
+                            let row_aux = |slots: &[usize]| -> Vec<Value> {
+                                slots.iter().map(|s| slot_value(b, row, *s, sid)).collect()
+                            };
                             let tags = tags_of(sid);
                             let aux: Vec<String> = agg
                                 .aux_columns()
@@ -493,7 +557,7 @@ async fn one_measurement(
                                 .or_default()
                                 .entry(windowing.bucket_start(t))
                                 .or_insert_with(|| agg.empty_partial())
-                                .add(agg, &Point::new(t, value), &aux)
+                                .add(agg, &Point::with_aux(t, value, row_aux(aux_slots)), &aux)
                                 .map_err(|e| e.to_string())?;
                         }
                     }
@@ -529,7 +593,7 @@ async fn one_measurement(
                         }
                         raw.entry(group_key(measurement, tags_of(sid), &dims))
                             .or_default()
-                            .push(Emitted::new(t, value));
+                            .push(Emitted::of_series(t, value, rank_of(sid)));
                     }
                 }
                 Gathered::Raw {
@@ -539,6 +603,7 @@ async fn one_measurement(
             }
         });
     }
+    let gathered = planned.assemble(gathered);
     finish(stmt, &planned.fields, gathered, &windowing, opts).map_err(|e| e.to_string())
 }
 

@@ -63,10 +63,19 @@ pub fn evaluate(outer: &SelectStatement, inner: Vec<Series>, now: i64) -> StmtRe
     dims.dedup();
     if interval.is_some() {
         if !range.has_start() {
-            return Err(
-                "aggregate functions with GROUP BY time require a WHERE time clause with a lower limit"
-                    .into(),
-            );
+            // As InfluxDB: from the first row the outer statement reads.
+            let first = inner
+                .iter()
+                .flat_map(|s| &s.values)
+                .filter_map(|row| match row.first() {
+                    Some(Value::Time(t)) => Some(*t),
+                    _ => None,
+                })
+                .min();
+            match first {
+                Some(t) => range.start = t,
+                None => return Ok(Vec::new()),
+            }
         }
         if !range.has_end() {
             range.end = now + 1;

@@ -26,7 +26,21 @@ pub(super) async fn apply(ctx: &Ctx<'_>, op: storage_op::Op) -> StmtResult<Vec<S
 }
 
 pub(super) fn valid_database(name: &str) -> StmtResult<()> {
+    influx_valid_name(name)?;
     shardhouse_common::names::validate_database(name).map_err(|e| e.to_string())
+}
+
+/// InfluxDB's rule for database and retention policy names (`ValidName`),
+/// in its words: not `.` or `..`, no `/` or `\`, no control characters.
+pub(super) fn influx_valid_name(name: &str) -> StmtResult<()> {
+    let bad = name == "."
+        || name == ".."
+        || name.contains(['/', '\\'])
+        || name.chars().any(char::is_control);
+    if bad {
+        return Err("invalid name".into());
+    }
+    Ok(())
 }
 
 pub(super) fn retention(d: RetentionDuration) -> StmtResult<i64> {
@@ -176,5 +190,18 @@ mod tests {
             retention(RetentionDuration::Nanos(86_400_000_000_000)),
             Ok(86_400_000_000_000)
         );
+    }
+
+    #[test]
+    fn names_influxdb_refuses() {
+        for bad in [".", "..", "a/b", "a\\b", "a\u{1}"] {
+            assert_eq!(
+                influx_valid_name(bad).unwrap_err(),
+                "invalid name",
+                "{bad:?}"
+            );
+        }
+        assert!(influx_valid_name("db0").is_ok());
+        assert!(influx_valid_name("a.b").is_ok());
     }
 }
