@@ -16,6 +16,7 @@ use shardhouse_influxql::{Statement, TagKeyMatch};
 
 use super::fetch::{self, text_at};
 use super::select::StmtResult;
+use super::sqlgen::Ref;
 use super::Ctx;
 
 mod cardinality;
@@ -24,7 +25,7 @@ mod storage_ops;
 
 use series_index::{
     databases, distinct_rows, distinct_strings, from_measurements, limit, measurement_matches,
-    non_empty, per_measurement, push_where, s, string_pairs, table, tag_sql,
+    non_empty, per_measurement, push_where, push_where_with, s, string_pairs, table, tag_sql,
 };
 pub use series_index::{measurement_names, series_key};
 use storage_ops::{apply, delete, retention, valid_database};
@@ -150,7 +151,13 @@ async fn run_statement(ctx: &Ctx<'_>, stmt: &Statement) -> StmtResult<Vec<Series
                         .join(", ")
                 ),
             };
-            push_where(&mut sql, &t.from, t.condition.as_ref(), ctx.now)?;
+            // In SHOW TAG VALUES, `value` and `key` are the listed pair.
+            let pair = |v: &shardhouse_influxql::VarRef| match v.name.as_str() {
+                "value" => Ref::Field("v".into()),
+                "key" => Ref::Field("k".into()),
+                other => Ref::Tag(other.to_owned()),
+            };
+            push_where_with(&mut sql, &t.from, t.condition.as_ref(), ctx.now, &pair)?;
             sql.push_str(if sql.contains(" WHERE ") {
                 " AND "
             } else {

@@ -84,17 +84,57 @@ pub(super) fn measurement_matches(m: &MeasurementMatch, name: &str) -> bool {
 /// recent past, and listing every series of the measurement is the same
 /// answer for a dashboard's variables (docs/api.md).
 pub(super) fn tag_sql(c: &Expr, now: i64) -> StmtResult<Option<String>> {
+    tag_sql_with(c, now, &|v: &VarRef| Ref::Tag(v.name.clone()))
+}
+
+/// [`tag_sql`] with the names resolved by `resolve`. A tag compared with a
+/// number or boolean never matches (tag values are strings, and InfluxDB
+/// compares types strictly), so such a comparison is a constant.
+pub(super) fn tag_sql_with(
+    c: &Expr,
+    now: i64,
+    resolve: &dyn Fn(&VarRef) -> Ref,
+) -> StmtResult<Option<String>> {
     let parts = split_condition(c, |_| true).map_err(|e| e.to_string())?;
     if let Some(t) = &parts.time {
         time_range(t, now).map_err(|e| e.to_string())?;
     }
     let mut out = Vec::new();
     for part in [&parts.tags, &parts.fields].into_iter().flatten() {
-        out.push(sqlgen::condition_sql(part, &|v: &VarRef| {
-            Ref::Tag(v.name.clone())
-        })?);
+        out.push(sqlgen::condition_sql(&strings_only(part), resolve)?);
     }
     Ok((!out.is_empty()).then(|| out.join(" AND ")))
+}
+
+/// `tag = 5000` as `false`, `tag != 5000` as `true` (see [`tag_sql_with`]).
+fn strings_only(e: &Expr) -> Expr {
+    use shardhouse_influxql::{BinaryOp, Literal};
+    match e {
+        Expr::Binary { op, lhs, rhs } => {
+            let typed = |x: &Expr| {
+                matches!(
+                    x,
+                    Expr::Literal(
+                        Literal::Integer(_)
+                            | Literal::Unsigned(_)
+                            | Literal::Float(_)
+                            | Literal::Boolean(_)
+                            | Literal::Duration(_)
+                    )
+                )
+            };
+            let var = |x: &Expr| matches!(x, Expr::VarRef(_));
+            if (var(lhs) && typed(rhs)) || (typed(lhs) && var(rhs)) {
+                return Expr::Literal(Literal::Boolean(*op == BinaryOp::NotEq));
+            }
+            Expr::Binary {
+                op: *op,
+                lhs: Box::new(strings_only(lhs)),
+                rhs: Box::new(strings_only(rhs)),
+            }
+        }
+        other => other.clone(),
+    }
 }
 
 /// `WHERE` over `_series` for a FROM list and a tag condition.
@@ -103,6 +143,17 @@ pub(super) fn push_where(
     from: &[MeasurementName],
     cond: Option<&Expr>,
     now: i64,
+) -> StmtResult<()> {
+    push_where_with(sql, from, cond, now, &|v: &VarRef| Ref::Tag(v.name.clone()))
+}
+
+/// [`push_where`] with the condition's names resolved by `resolve`.
+pub(super) fn push_where_with(
+    sql: &mut String,
+    from: &[MeasurementName],
+    cond: Option<&Expr>,
+    now: i64,
+    resolve: &dyn Fn(&VarRef) -> Ref,
 ) -> StmtResult<()> {
     let mut conds = Vec::new();
     let mut alts = Vec::new();
@@ -117,7 +168,11 @@ pub(super) fn push_where(
     if !alts.is_empty() {
         conds.push(format!("({})", alts.join(" OR ")));
     }
-    if let Some(w) = cond.map(|c| tag_sql(c, now)).transpose()?.flatten() {
+    if let Some(w) = cond
+        .map(|c| tag_sql_with(c, now, resolve))
+        .transpose()?
+        .flatten()
+    {
         conds.push(w);
     }
     if !conds.is_empty() {
@@ -249,6 +304,19 @@ pub fn series_key(measurement: &str, tags: &BTreeMap<String, String>) -> String 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tags_compared_with_numbers_never_match() {
+        let Ok(shardhouse_influxql::Statement::ShowTagValues(t)) =
+            shardhouse_influxql::parse_statement(
+                "SHOW TAG VALUES WITH KEY = host WHERE value = 5000 OR region != 1",
+            )
+        else {
+            panic!("a SHOW TAG VALUES");
+        };
+        let sql = tag_sql(t.condition.as_ref().unwrap(), 0).unwrap().unwrap();
+        assert_eq!(sql, "(false OR true)");
+    }
 
     #[test]
     fn series_keys_escape_like_line_protocol() {
