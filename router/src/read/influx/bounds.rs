@@ -99,7 +99,7 @@ mod tests {
         let pushed = with_outer_time(inner, &outer).unwrap();
         assert_eq!(
             pushed.condition.unwrap().to_string(),
-            "host = 'a' AND time >= '2000-01-01T00:00:00Z' AND time < '2000-01-02T00:00:00Z'"
+            "host = 'a' AND (time >= '2000-01-01T00:00:00Z' AND time < '2000-01-02T00:00:00Z')"
         );
         let no_time = select("SELECT max(m) FROM (SELECT mean(v) AS m FROM cpu)");
         let shardhouse_influxql::Source::Subquery(inner) = &no_time.from[0] else {
