@@ -79,10 +79,17 @@ prepare() {
   fi
 }
 
-# run_against URL OUT [REFERENCE]
+# Against Shardhouse, two estimation tests are not run: they write 100,000
+# measurements and 500,000 series, which a cluster that keeps a table per
+# measurement on every replica does not take in the minutes `make test`
+# has; their 4 cases count as failed (docs/api.md).
+HEAVY='^(TestServer_Query_ShowMeasurementCardinalityEstimation|TestServer_Query_ShowSeriesCardinalityEstimation)$'
+
+# run_against URL OUT [REFERENCE [SKIP]]
 run_against() {
   local ref=()
   [ -z "${3:-}" ] || ref=(-reference "$3")
+  [ -z "${4:-}" ] || ref+=(-skip "$4")
   "$DIR/runner" -bin "$DIR/tests.test" -url "$1" -tests "$DIR/tests.txt" -out "$2" "${ref[@]}"
 }
 
@@ -158,7 +165,7 @@ cluster() {
     sh_start_router
     sh_wait_writable || sh_die "the cluster does not take writes"
     log "running against a 3-node RF=3 cluster (${SHARDS:-12} shards) at $SH_ROUTER_HTTP"
-    run_against "http://$SH_ROUTER_HTTP" "$out" "$DIR/reference/results.tsv"
+    run_against "http://$SH_ROUTER_HTTP" "$out" "$DIR/reference/results.tsv" "$HEAVY"
   ) || status=$?
   return "$status"
 }
@@ -170,7 +177,7 @@ case "$cmd" in
   url)
     [ -n "${2:-}" ] || { echo "usage: $0 url URL [OUT]" >&2; exit 2; }
     reference
-    run_against "$2" "${3:-${TMPDIR:-/tmp}/influx-suite-out}" "$DIR/reference/results.tsv"
+    run_against "$2" "${3:-${TMPDIR:-/tmp}/influx-suite-out}" "$DIR/reference/results.tsv" "${INFLUX_SUITE_SKIP:-}"
     ;;
   cluster)
     reference
