@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-MIN_PASSED=0
+MIN_PASSED=705
 
 BIN=${SHARDHOUSE_BIN:-${CARGO_TARGET_DIR:-${SHARDHOUSE_CACHE:-$HOME/.cache/shardhouse}/target}/release}
 export SHARDHOUSE_BIN=$BIN
