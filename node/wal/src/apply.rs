@@ -8,90 +8,14 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use crossbeam_channel::{Receiver, RecvTimeoutError};
 use raft::eraftpb::ConfState;
-use tokio::sync::oneshot;
 
 use crate::clock::{self, Clock};
-use crate::error::{Result, WalError};
-use crate::poller::PollMsg;
+use crate::handle::ShardHandle;
+use crate::messages::{ApplyItem, ApplyMsg, PendingRestore, PollMsg};
 use crate::snapshot::GeneratedSnapshot;
-use crate::{
-    metrics, policy, ApplyOutcome, ApplyStall, Committed, ShardHandle, ShardId, StateMachine,
-};
-
-/// One committed entry as the apply thread sees it.
-pub struct ApplyItem {
-    pub index: u64,
-    /// Caller bytes of a normal entry; None for empty and conf change entries.
-    pub data: Option<Bytes>,
-    /// The configuration in force after this entry, if it changed it.
-    pub conf_state: Option<ConfState>,
-    /// In-flight proposal bytes to release once applied (leader's own proposals).
-    pub release: usize,
-    /// The leader's proposer, answered once the entry is applied: only then
-    /// is it known whether the entry was stored or rejected.
-    pub waiter: Option<ApplyWaiter>,
-}
-
-/// A proposer waiting for its committed entry's apply outcome.
-pub struct ApplyWaiter {
-    pub committed: Committed,
-    pub tx: oneshot::Sender<Result<Committed>>,
-}
-
-impl ApplyWaiter {
-    fn answer(self, outcome: &ApplyOutcome) {
-        let r = match outcome {
-            ApplyOutcome::Applied => Ok(self.committed),
-            ApplyOutcome::Rejected(reason) => Err(WalError::Rejected(reason.clone())),
-        };
-        let _ = self.tx.send(r);
-    }
-}
-
-pub enum ApplyMsg {
-    Register {
-        handle: Arc<ShardHandle>,
-        applied: u64,
-        /// Last index known to have carried data (conservatively `applied`
-        /// after a restart, 0 for a new replica).
-        last_data_index: u64,
-        conf_index: u64,
-        conf_state: ConfState,
-    },
-    Unregister {
-        shard: ShardId,
-    },
-    Entries {
-        shard: ShardId,
-        items: Vec<ApplyItem>,
-    },
-    GenSnapshot {
-        shard: ShardId,
-    },
-    /// Replace the shard's state by a received snapshot. Jumps the queue:
-    /// entries waiting behind a stalled one at or below `index` are covered
-    /// by the snapshot. A failure is retried with backoff like a failed
-    /// apply (reported as the shard's stall); `done` hears only of success.
-    Restore(PendingRestore),
-    /// A manual clock moved: retry stalled entries that are due.
-    Tick,
-    /// Answered once everything sent before it is handled.
-    Barrier(Sender<()>),
-    Shutdown,
-}
-
-/// A snapshot to restore, kept until the state machine took it.
-pub struct PendingRestore {
-    pub shard: ShardId,
-    pub index: u64,
-    pub conf_state: ConfState,
-    pub data: Bytes,
-    /// Told once the state machine holds the snapshot, so the poll thread
-    /// replaces the log (it never waits for this).
-    pub done: Sender<PollMsg>,
-}
+use crate::{metrics, policy, ApplyOutcome, ApplyStall, ShardId, StateMachine};
 
 struct ApplyShard {
     handle: Arc<ShardHandle>,

@@ -14,7 +14,9 @@ mod config;
 mod disk;
 mod edges;
 mod error;
+mod handle;
 mod keys;
+mod messages;
 pub mod metrics;
 mod policy;
 mod poller;
@@ -29,6 +31,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use crossbeam_channel::Receiver;
 use parking_lot::{Mutex, RwLock};
 use raft::eraftpb::{ConfChange, ConfChangeType};
 use rocksdb::DB;
@@ -43,10 +46,11 @@ pub use raft;
 pub use raft::eraftpb;
 pub use status::{ApplyStall, Committed, Rebuild, Role, ShardStatus, WalMemory, WalStats};
 
-use apply::ApplyMsg;
 use clock::Clock;
-use poller::{Peer, PollMsg, Poller};
-use shared::{Inner, ShardHandle, StatsCounters};
+use handle::ShardHandle;
+use messages::{ApplyMsg, PollMsg};
+use poller::{Peer, Poller};
+use shared::{Inner, StatsCounters};
 use storage::ShardStorage;
 
 pub type ShardId = u32;
@@ -93,6 +97,85 @@ fn open_db(cfg: &WalConfig) -> Result<DB> {
         )),
         source,
     })
+}
+
+/// Recovery: every replica with a state record comes back, registered with
+/// its apply thread; returns them per poll thread.
+fn recover_peers(inner: &Arc<Inner>, db: &Arc<DB>, n_poll: usize) -> Result<Vec<Vec<Peer>>> {
+    let logger = poller::raft_logger();
+    let mut peers: Vec<Vec<Peer>> = (0..n_poll).map(|_| Vec::new()).collect();
+    for (shard, state) in poller::load_states(db)? {
+        let idx = inner.poll_idx(shard);
+        let handle = Arc::new(ShardHandle::new(shard, idx));
+        let flushed = inner.sm.flushed_index(shard);
+        let applied =
+            policy::recovery_applied_index(flushed, state.truncated_index, state.hard_state.commit);
+        let (conf_index, conf_state) = (state.conf_index, state.conf_state.clone());
+        let storage = ShardStorage::load(
+            db.clone(),
+            shard,
+            state,
+            handle.snap.clone(),
+            inner.apply_tx(shard),
+        )?;
+        let _ = inner.apply_tx(shard).send(ApplyMsg::Register {
+            handle: handle.clone(),
+            applied,
+            last_data_index: applied,
+            conf_index,
+            conf_state,
+        });
+        let peer = Peer::new(inner, storage, handle.clone(), applied, &logger)?;
+        tracing::info!(
+            shard,
+            applied,
+            flushed,
+            first_index = peer_first(&peer),
+            "recovered replica"
+        );
+        *handle.status.lock() = peer.status();
+        inner.shards.write().insert(shard, handle);
+        peers[idx].push(peer);
+        metrics::SHARDS.inc();
+    }
+    Ok(peers)
+}
+
+fn spawn_apply_threads(
+    inner: &Arc<Inner>,
+    apply_rxs: Vec<Receiver<ApplyMsg>>,
+) -> Result<Vec<JoinHandle<()>>> {
+    let mut apply_threads = Vec::new();
+    for (i, rx) in apply_rxs.into_iter().enumerate() {
+        let sm = inner.sm.clone();
+        let clock = inner.clock.clone();
+        apply_threads.push(
+            std::thread::Builder::new()
+                .name(format!("wal-apply-{i}"))
+                .spawn(move || apply::run(rx, sm, clock))
+                .map_err(|e| WalError::Unavailable(format!("spawn apply thread: {e}")))?,
+        );
+    }
+    Ok(apply_threads)
+}
+
+fn spawn_poll_threads(
+    inner: &Arc<Inner>,
+    db: &Arc<DB>,
+    poll_rxs: Vec<Receiver<PollMsg>>,
+    peers: Vec<Vec<Peer>>,
+) -> Result<Vec<JoinHandle<()>>> {
+    let mut poll_threads = Vec::new();
+    for (i, (rx, peers)) in poll_rxs.into_iter().zip(peers).enumerate() {
+        let poller = Poller::new(i, inner.clone(), db.clone(), rx, peers);
+        poll_threads.push(
+            std::thread::Builder::new()
+                .name(format!("wal-poll-{i}"))
+                .spawn(move || poller.run())
+                .map_err(|e| WalError::Unavailable(format!("spawn poll thread: {e}")))?,
+        );
+    }
+    Ok(poll_threads)
 }
 
 impl Wal {
@@ -169,68 +252,9 @@ impl Wal {
             ),
         });
 
-        // Recovery: every replica with a state record comes back.
-        let logger = poller::raft_logger();
-        let mut peers: Vec<Vec<Peer>> = (0..n_poll).map(|_| Vec::new()).collect();
-        for (shard, state) in poller::load_states(&db)? {
-            let idx = inner.poll_idx(shard);
-            let handle = Arc::new(ShardHandle::new(shard, idx));
-            let flushed = sm.flushed_index(shard);
-            let applied = policy::recovery_applied_index(
-                flushed,
-                state.truncated_index,
-                state.hard_state.commit,
-            );
-            let (conf_index, conf_state) = (state.conf_index, state.conf_state.clone());
-            let storage = ShardStorage::load(
-                db.clone(),
-                shard,
-                state,
-                handle.snap.clone(),
-                inner.apply_tx(shard),
-            )?;
-            let _ = inner.apply_tx(shard).send(ApplyMsg::Register {
-                handle: handle.clone(),
-                applied,
-                last_data_index: applied,
-                conf_index,
-                conf_state,
-            });
-            let peer = Peer::new(&inner, storage, handle.clone(), applied, &logger)?;
-            tracing::info!(
-                shard,
-                applied,
-                flushed,
-                first_index = peer_first(&peer),
-                "recovered replica"
-            );
-            *handle.status.lock() = peer.status();
-            inner.shards.write().insert(shard, handle);
-            peers[idx].push(peer);
-            metrics::SHARDS.inc();
-        }
-
-        let mut apply_threads = Vec::new();
-        for (i, rx) in apply_rxs.into_iter().enumerate() {
-            let sm = sm.clone();
-            let clock = inner.clock.clone();
-            apply_threads.push(
-                std::thread::Builder::new()
-                    .name(format!("wal-apply-{i}"))
-                    .spawn(move || apply::run(rx, sm, clock))
-                    .map_err(|e| WalError::Unavailable(format!("spawn apply thread: {e}")))?,
-            );
-        }
-        let mut poll_threads = Vec::new();
-        for (i, (rx, peers)) in poll_rxs.into_iter().zip(peers).enumerate() {
-            let poller = Poller::new(i, inner.clone(), db.clone(), rx, peers);
-            poll_threads.push(
-                std::thread::Builder::new()
-                    .name(format!("wal-poll-{i}"))
-                    .spawn(move || poller.run())
-                    .map_err(|e| WalError::Unavailable(format!("spawn poll thread: {e}")))?,
-            );
-        }
+        let peers = recover_peers(&inner, &db, n_poll)?;
+        let apply_threads = spawn_apply_threads(&inner, apply_rxs)?;
+        let poll_threads = spawn_poll_threads(&inner, &db, poll_rxs, peers)?;
         Ok(Arc::new(Wal {
             inner,
             poll_threads: Mutex::new(poll_threads),

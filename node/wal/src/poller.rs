@@ -3,10 +3,10 @@
 //! log entries and hard states into ONE RocksDB write batch synced once,
 //! then send the messages that required persistence and advance each group.
 
-mod messages;
 mod peer;
 mod ready;
 mod rebuild;
+mod requests;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
@@ -18,13 +18,14 @@ use raft::RawNode;
 use rocksdb::DB;
 use tokio::sync::oneshot;
 
-use crate::apply::ApplyMsg;
 use crate::clock::{self, Clock};
 use crate::error::{Result, WalError};
+use crate::handle::ShardHandle;
+use crate::messages::{ApplyMsg, PollMsg};
+use crate::shared::Inner;
 use crate::storage::ShardStorage;
-use crate::{Committed, Inner, NodeId, ShardHandle, ShardId};
+use crate::{Committed, NodeId, ShardId};
 
-pub use messages::PollMsg;
 pub use peer::{load_states, raft_logger};
 
 struct Proposal {

@@ -12,9 +12,9 @@ use parking_lot::Mutex;
 use raft::eraftpb::{ConfState, Entry, HardState, SnapshotMetadata};
 use rocksdb::{Direction, IteratorMode, WriteBatch, DB};
 
-use crate::apply::ApplyMsg;
 use crate::error::{Result, WalError};
 use crate::keys::{self, LocalState};
+use crate::messages::ApplyMsg;
 use crate::snapshot::SnapSlot;
 use crate::ShardId;
 

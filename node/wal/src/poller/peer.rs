@@ -11,11 +11,13 @@ use raft::{RawNode, StateRole};
 use rocksdb::{WriteBatch, WriteOptions, DB};
 
 use super::{Peer, Poller, Proposal};
-use crate::apply::ApplyMsg;
 use crate::error::{Result, WalError};
+use crate::handle::ShardHandle;
 use crate::keys::{self, LocalState};
+use crate::messages::ApplyMsg;
+use crate::shared::Inner;
 use crate::storage::ShardStorage;
-use crate::{metrics, Inner, NodeId, Role, ShardHandle, ShardId, ShardStatus};
+use crate::{metrics, NodeId, Role, ShardId, ShardStatus};
 
 /// Routes raft-rs's slog output into tracing. Raft's chatty info level
 /// (elections, conf changes) becomes debug.

@@ -13,8 +13,8 @@ use raft::{ProgressState, Ready, SnapshotStatus, StateRole};
 use rocksdb::WriteBatch;
 
 use super::{HeldReady, Peer, Poller};
-use crate::apply::{ApplyItem, ApplyMsg, ApplyWaiter, PendingRestore};
 use crate::error::WalError;
+use crate::messages::{ApplyItem, ApplyMsg, ApplyWaiter, PendingRestore};
 use crate::{metrics, policy, Committed, ShardId};
 
 impl Peer {
@@ -36,34 +36,7 @@ impl Peer {
         }
         let mut items = Vec::with_capacity(entries.len());
         for e in entries {
-            let mut release = 0;
-            let mut waiter = None;
-            while self.proposals.front().is_some_and(|p| p.index <= e.index) {
-                let p = self.proposals.pop_front().expect("front exists");
-                if p.index == e.index && p.term == e.term {
-                    let elapsed = self.clock.since(p.started);
-                    metrics::COMMIT_SECONDS.observe(elapsed.as_secs_f64());
-                    let prev = self.handle.commit_micros.load(Ordering::Relaxed);
-                    self.handle.commit_micros.store(
-                        policy::ewma(prev, elapsed.as_micros() as u64),
-                        Ordering::Relaxed,
-                    );
-                    release = p.size;
-                    // Answered by the apply thread: only the apply decides
-                    // whether the entry is stored or rejected.
-                    waiter = Some(ApplyWaiter {
-                        committed: Committed {
-                            index: e.index,
-                            term: e.term,
-                        },
-                        tx: p.tx,
-                    });
-                } else {
-                    // Another leader's entry took this index.
-                    let err = self.not_leader();
-                    self.fail_proposal(p, err);
-                }
-            }
+            let (release, waiter) = self.resolve_proposals(&e);
             let mut item = ApplyItem {
                 index: e.index,
                 data: None,
@@ -78,37 +51,7 @@ impl Peer {
                     }
                 }
                 EntryType::EntryConfChange | EntryType::EntryConfChangeV2 => {
-                    let applied = self.apply_conf_change(&e);
-                    let mut result = Err(String::new());
-                    match applied {
-                        Ok(cs) => {
-                            self.node.mut_store().set_conf_state(cs.clone(), e.index);
-                            self.state_dirty = true;
-                            item.conf_state = Some(cs);
-                            result = Ok(());
-                        }
-                        Err(msg) => {
-                            tracing::warn!(shard = self.shard, index = e.index, error = %msg, "membership change rejected");
-                            result = Err(msg).or(result);
-                        }
-                    }
-                    let mut i = 0;
-                    while i < self.conf_waiters.len() {
-                        let w = &self.conf_waiters[i];
-                        if w.index <= e.index {
-                            let w = self.conf_waiters.swap_remove(i);
-                            let r = if w.index == e.index && w.term == e.term {
-                                result.clone().map_err(|m| {
-                                    WalError::InvalidArgument(format!("membership change: {m}"))
-                                })
-                            } else {
-                                Err(self.not_leader())
-                            };
-                            let _ = w.tx.send(r);
-                        } else {
-                            i += 1;
-                        }
-                    }
+                    item.conf_state = self.commit_conf_change(&e);
                 }
             }
             items.push(item);
@@ -117,6 +60,101 @@ impl Peer {
             shard: self.shard,
             items,
         });
+    }
+
+    /// Settles the proposals up to committed entry `e`: this leader's own
+    /// proposal of `e` becomes a waiter for its apply outcome (with the
+    /// in-flight bytes to release); proposals whose index another leader's
+    /// entry took fail.
+    fn resolve_proposals(&mut self, e: &Entry) -> (usize, Option<ApplyWaiter>) {
+        let mut release = 0;
+        let mut waiter = None;
+        while self.proposals.front().is_some_and(|p| p.index <= e.index) {
+            let p = self.proposals.pop_front().expect("front exists");
+            if p.index == e.index && p.term == e.term {
+                let elapsed = self.clock.since(p.started);
+                metrics::COMMIT_SECONDS.observe(elapsed.as_secs_f64());
+                let prev = self.handle.commit_micros.load(Ordering::Relaxed);
+                self.handle.commit_micros.store(
+                    policy::ewma(prev, elapsed.as_micros() as u64),
+                    Ordering::Relaxed,
+                );
+                release = p.size;
+                // Answered by the apply thread: only the apply decides
+                // whether the entry is stored or rejected.
+                waiter = Some(ApplyWaiter {
+                    committed: Committed {
+                        index: e.index,
+                        term: e.term,
+                    },
+                    tx: p.tx,
+                });
+            } else {
+                // Another leader's entry took this index.
+                let err = self.not_leader();
+                self.fail_proposal(p, err);
+            }
+        }
+        (release, waiter)
+    }
+
+    /// Applies a committed membership change to raft and answers its
+    /// waiters; returns the configuration now in force (None if rejected).
+    fn commit_conf_change(&mut self, e: &Entry) -> Option<ConfState> {
+        let mut conf_state = None;
+        let mut result = Err(String::new());
+        match self.apply_conf_change(e) {
+            Ok(cs) => {
+                self.node.mut_store().set_conf_state(cs.clone(), e.index);
+                self.state_dirty = true;
+                conf_state = Some(cs);
+                result = Ok(());
+            }
+            Err(msg) => {
+                tracing::warn!(shard = self.shard, index = e.index, error = %msg, "membership change rejected");
+                result = Err(msg).or(result);
+            }
+        }
+        let mut i = 0;
+        while i < self.conf_waiters.len() {
+            let w = &self.conf_waiters[i];
+            if w.index <= e.index {
+                let w = self.conf_waiters.swap_remove(i);
+                let r = if w.index == e.index && w.term == e.term {
+                    result
+                        .clone()
+                        .map_err(|m| WalError::InvalidArgument(format!("membership change: {m}")))
+                } else {
+                    Err(self.not_leader())
+                };
+                let _ = w.tx.send(r);
+            } else {
+                i += 1;
+            }
+        }
+        conf_state
+    }
+
+    /// Counts leaderships; a replica that stopped leading fails the
+    /// requests only a leader can answer.
+    fn follow_role(&mut self) {
+        let leader = self.node.raft.state == StateRole::Leader;
+        if leader == self.is_leader {
+            return;
+        }
+        self.is_leader = leader;
+        if leader {
+            metrics::LEADERS.inc();
+        } else {
+            metrics::LEADERS.dec();
+            // A transfer waiter stays: losing leadership is how a
+            // transfer succeeds; it resolves when `to` is seen
+            // leading, or at its deadline.
+            let hint = self.leader_hint();
+            let transfer = self.transfer.take();
+            self.fail_waiters(|| WalError::NotLeader { leader_hint: hint });
+            self.transfer = transfer;
+        }
     }
 
     fn apply_conf_change(&mut self, e: &Entry) -> std::result::Result<ConfState, String> {
@@ -210,9 +248,32 @@ impl Poller {
     /// already pending.
     pub(super) fn round(&mut self, compact: bool, ticked: bool) -> bool {
         let mut wb = WriteBatch::default();
-        let mut sync = false;
-        let mut n_entries = 0usize;
-        let mut readies = Vec::new();
+        let staged = self.stage_readies(&mut wb);
+        if compact {
+            self.compact(&mut wb);
+        }
+        for p in self.peers.values_mut() {
+            if p.state_dirty {
+                p.node.store().write_state(&mut wb);
+                p.state_dirty = false;
+            }
+        }
+        self.persist(wb, staged.sync, staged.n_entries);
+        let had_ready = !staged.readies.is_empty();
+        self.after_persist(staged.readies);
+        self.send_messages();
+        self.update_peers(had_ready, ticked)
+    }
+
+    /// Takes every shard's Ready and stages its log entries, hard state
+    /// and snapshot in `wb`; its messages that need not wait for the write
+    /// are collected to go out.
+    fn stage_readies(&mut self, wb: &mut WriteBatch) -> Staged {
+        let mut staged = Staged {
+            readies: Vec::new(),
+            sync: false,
+            n_entries: 0,
+        };
         let shards: Vec<ShardId> = self.peers.keys().copied().collect();
         for shard in &shards {
             let p = self.peers.get_mut(shard).expect("listed");
@@ -229,53 +290,54 @@ impl Poller {
                     continue;
                 }
                 let snap = rd.snapshot().clone();
-                p.install_snapshot(&snap, &mut wb);
-                sync = true;
+                p.install_snapshot(&snap, wb);
+                staged.sync = true;
             }
             p.handle_committed(rd.take_committed_entries());
             p.handle_read_states(rd.take_read_states());
             let entries = rd.take_entries();
-            n_entries += entries.len();
-            if let Err(e) = p.node.mut_store().append(&entries, &mut wb) {
+            staged.n_entries += entries.len();
+            if let Err(e) = p.node.mut_store().append(&entries, wb) {
                 panic!("shard {shard}: cannot stage log entries: {e}");
             }
             if let Some(hs) = rd.hs() {
                 p.node.mut_store().set_hard_state(hs.clone());
                 p.state_dirty = true;
             }
-            sync |= rd.must_sync();
-            readies.push((*shard, rd));
+            staged.sync |= rd.must_sync();
+            staged.readies.push((*shard, rd));
             self.collect(*shard, msgs);
         }
-        if compact {
-            self.compact(&mut wb);
+        staged
+    }
+
+    /// Writes the round's batch (synced when a Ready asks for it).
+    fn persist(&mut self, wb: WriteBatch, sync: bool, n_entries: usize) {
+        if wb.is_empty() {
+            return;
         }
-        for p in self.peers.values_mut() {
-            if p.state_dirty {
-                p.node.store().write_state(&mut wb);
-                p.state_dirty = false;
-            }
+        let started = Instant::now();
+        // Raft must never be told something is durable that is not:
+        // returns once written; out of space it waits, otherwise the
+        // node stops (disk.rs).
+        self.inner.disk.write(&self.db, wb, sync);
+        if sync {
+            metrics::APPEND_SECONDS.observe(started.elapsed().as_secs_f64());
+            metrics::GROUP_COMMIT_ENTRIES.observe(n_entries as f64);
+            self.inner
+                .stats
+                .synced_batches
+                .fetch_add(1, Ordering::Relaxed);
+            self.inner
+                .stats
+                .synced_entries
+                .fetch_add(n_entries as u64, Ordering::Relaxed);
         }
-        if !wb.is_empty() {
-            let started = Instant::now();
-            // Raft must never be told something is durable that is not:
-            // returns once written; out of space it waits, otherwise the
-            // node stops (disk.rs).
-            self.inner.disk.write(&self.db, wb, sync);
-            if sync {
-                metrics::APPEND_SECONDS.observe(started.elapsed().as_secs_f64());
-                metrics::GROUP_COMMIT_ENTRIES.observe(n_entries as f64);
-                self.inner
-                    .stats
-                    .synced_batches
-                    .fetch_add(1, Ordering::Relaxed);
-                self.inner
-                    .stats
-                    .synced_entries
-                    .fetch_add(n_entries as u64, Ordering::Relaxed);
-            }
-        }
-        let had_ready = !readies.is_empty();
+    }
+
+    /// Advances each written Ready: the messages that had to wait for the
+    /// write, and what committed meanwhile.
+    fn after_persist(&mut self, readies: Vec<(ShardId, Ready)>) {
         for (shard, mut rd) in readies {
             let p = self.peers.get_mut(&shard).expect("listed");
             // Follower/candidate messages (votes, append responses) may only
@@ -295,6 +357,10 @@ impl Poller {
             self.collect(shard, persisted);
             self.collect(shard, msgs);
         }
+    }
+
+    /// Hands the round's messages to the transport.
+    fn send_messages(&mut self) {
         for (to, msgs) in self.out.drain() {
             self.inner.transport.send(to, msgs);
         }
@@ -309,6 +375,12 @@ impl Poller {
                 p.node.report_snapshot(to, SnapshotStatus::Finish);
             }
         }
+    }
+
+    /// After a round: moves raft's applied index, follows role changes,
+    /// settles leader transfers and refreshes each shard's status. Returns
+    /// true if some shard has work pending.
+    fn update_peers(&mut self, had_ready: bool, ticked: bool) -> bool {
         let cache_limit = self.inner.cfg.entry_cache_bytes_per_shard;
         let mut busy = false;
         let mut max_lag = 0u64;
@@ -320,22 +392,7 @@ impl Poller {
                 p.node.advance_apply_to(applied);
             }
             p.node.mut_store().evict_cache(applied, cache_limit);
-            let leader = p.node.raft.state == StateRole::Leader;
-            if leader != p.is_leader {
-                p.is_leader = leader;
-                if leader {
-                    metrics::LEADERS.inc();
-                } else {
-                    metrics::LEADERS.dec();
-                    // A transfer waiter stays: losing leadership is how a
-                    // transfer succeeds; it resolves when `to` is seen
-                    // leading, or at its deadline.
-                    let hint = p.leader_hint();
-                    let transfer = p.transfer.take();
-                    p.fail_waiters(|| WalError::NotLeader { leader_hint: hint });
-                    p.transfer = transfer;
-                }
-            }
+            p.follow_role();
             if let Some(t) = &p.transfer {
                 if p.node.raft.leader_id == t.to {
                     let t = p.transfer.take().expect("checked");
@@ -413,4 +470,12 @@ impl Poller {
             }
         }
     }
+}
+
+/// A round's Readies staged in its write batch.
+struct Staged {
+    readies: Vec<(ShardId, Ready)>,
+    /// Whether the batch must be synced.
+    sync: bool,
+    n_entries: usize,
 }

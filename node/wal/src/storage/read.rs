@@ -7,9 +7,9 @@ use raft::{GetEntriesContext, RaftState, StorageError};
 use rocksdb::{Direction, IteratorMode};
 
 use super::ShardStorage;
-use crate::apply::ApplyMsg;
 use crate::error::{Result, WalError};
 use crate::keys;
+use crate::messages::ApplyMsg;
 
 impl ShardStorage {
     fn cache_first(&self) -> u64 {
