@@ -2,7 +2,7 @@
 //! proposing, and applying a committed entry (decode, decide its field
 //! types against the shard's catalog, buffer its rows for the flusher).
 
-use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Instant;
 
 use arrow_array::{Array, RecordBatch, UInt64Array};
@@ -12,9 +12,10 @@ use bytes::Bytes;
 
 use crate::catalog;
 use crate::columns::align;
-use crate::engine::{Engine, Inner, ShardState};
+use crate::engine::{Engine, Inner};
 use crate::error::{EngineError, Result};
 use crate::layout::{self, FieldType, TableId, SERIES_TABLE};
+use crate::shard_state::ShardState;
 use crate::{ipc, metrics};
 
 /// One table's part of a committed entry, as the router encoded it.
@@ -61,11 +62,9 @@ impl Engine {
         layout::validate_database(database)?;
         layout::validate_table(measurement)?;
         let offered = layout::batch_fields(measurement, schema)?;
-        let st = self.inner.shards.read().get(&shard).cloned();
-        match st {
+        match self.inner.shards.get(shard) {
             Some(st) => st
-                .catalog
-                .read()
+                .read_catalog()
                 .check(&TableId::new(database, measurement), &offered),
             None => Ok(()),
         }
@@ -80,10 +79,9 @@ impl Engine {
         measurement: &str,
         field: &str,
     ) -> Option<FieldType> {
-        let st = self.inner.shards.read().get(&shard).cloned()?;
+        let st = self.inner.shards.get(shard)?;
         let t = st
-            .catalog
-            .read()
+            .read_catalog()
             .field(&TableId::new(database, measurement), field);
         t
     }
@@ -129,13 +127,13 @@ impl Engine {
 impl Inner {
     fn apply(&self, shard: u32, index: u64, tables: &[TableBatchRef<'_>]) -> Result<Applied> {
         let st = self.shard_state(shard);
-        if index <= st.applied.load(Ordering::Acquire) {
+        if index <= st.applied() {
             return Ok(Applied::Stored);
         }
         let decoded = match self.decode_entry(&st, index, tables) {
             Ok(d) => d,
             Err(e) => {
-                st.applied.store(index, Ordering::Release);
+                st.set_applied(index);
                 return Ok(Applied::Rejected(e));
             }
         };
@@ -145,65 +143,38 @@ impl Inner {
             .iter()
             .map(|t| (&t.id, t.fields.as_slice()))
             .collect();
-        let additions = match st.catalog.read().decide(&offered) {
+        let additions = match st.read_catalog().decide(&offered) {
             Ok(a) => a,
             Err(e) => {
-                st.applied.store(index, Ordering::Release);
+                st.set_applied(index);
                 return Ok(Applied::Rejected(e));
             }
         };
         let rows: usize = decoded.tables.iter().map(|t| t.rows).sum();
-        let largest = {
-            let mut buf = st.buf.lock();
-            // Checked again under the lock: apply may race a replayed duplicate.
-            if index <= st.applied.load(Ordering::Acquire) {
-                return Ok(Applied::Stored);
-            }
-            st.catalog.write().record(additions);
-            st.applied.store(index, Ordering::Release);
-            buf.max_index = index;
-            buf.oldest.get_or_insert_with(Instant::now);
-            let mut known = st.known_series.lock();
-            for (database, series) in decoded.series {
-                for b in &series {
-                    if let Some(ids) = b.column(0).as_any().downcast_ref::<UInt64Array>() {
-                        known.remember(database, ids.iter().flatten());
-                    }
-                }
-                let n: usize = series.iter().map(|b| b.num_rows()).sum();
-                if n > 0 {
-                    let id = TableId::new(database, SERIES_TABLE);
-                    buf.tables.entry(id).or_default().push(index, series, n);
-                }
-            }
-            drop(known);
-            buf.rows += rows;
-            let mut largest = 0;
-            for t in decoded.tables {
-                if t.rows == 0 {
-                    continue;
-                }
-                let tb = buf.tables.entry(t.id).or_default();
-                tb.push(index, t.batches, t.rows);
-                largest = largest.max(tb.rows);
-            }
-            largest
+        let Some(largest) = buffer_entry(&st, index, decoded, additions, rows) else {
+            return Ok(Applied::Stored);
         };
         metrics::PENDING_ROWS.add(rows as i64);
-        let failing = st.failing.lock().is_some();
+        self.schedule_flush(&st, largest);
+        Ok(Applied::Stored)
+    }
+
+    /// Flushes or queues the shard once a table's buffer holds `largest`
+    /// rows past the flush threshold.
+    fn schedule_flush(&self, st: &Arc<ShardState>, largest: usize) {
+        let failing = st.is_failing();
         if largest >= self.cfg.flush_max_rows.saturating_mul(4) && !failing {
             // The flusher is behind: flush on the applying thread so apply
             // slows down instead of buffering without bound. (Not while a
             // table is failing: its rows would trigger this on every apply.)
             // The rows are buffered either way: a failure here is retried
             // by the flusher, it does not fail the apply.
-            if let Err(e) = self.flush_shard(&st, false) {
-                tracing::warn!(shard, error = %e, "inline flush failed; the flusher retries");
+            if let Err(e) = self.flush_shard(st, false) {
+                tracing::warn!(shard = st.shard(), error = %e, "inline flush failed; the flusher retries");
             }
-        } else if largest >= self.cfg.flush_max_rows && !st.queued.swap(true, Ordering::AcqRel) {
-            let _ = self.flush_tx.send(shard);
+        } else if largest >= self.cfg.flush_max_rows && st.queue_flush() {
+            let _ = self.flush_tx.send(st.shard());
         }
-        Ok(Applied::Stored)
     }
 
     /// Decodes an entry's tables. Failures are properties of the entry's
@@ -217,7 +188,7 @@ impl Inner {
         index: u64,
         tables: &[TableBatchRef<'a>],
     ) -> Result<DecodedEntry<'a>> {
-        let shard = st.shard;
+        let shard = st.shard();
         let series_schema = ipc::series_schema();
         let mut out = DecodedEntry {
             tables: Vec::with_capacity(tables.len()),
@@ -291,7 +262,7 @@ impl Inner {
             // Not ours to judge here: the tag index names the bad column.
             return Ok(Some(wire));
         };
-        let mask = st.known_series.lock().unknown_rows(database, ids);
+        let mask = st.lock_known_series().unknown_rows(database, ids);
         let Some(mask) = mask else {
             return Ok(Some(wire));
         };
@@ -306,6 +277,53 @@ impl Inner {
                 reason: format!("filtering series rows: {e}"),
             })
     }
+}
+
+/// Buffers a decoded entry's rows under the shard's buffer lock, records
+/// its new fields and series, and moves the applied index. Returns the row
+/// count of the largest table buffer it grew, or `None` when the entry was
+/// applied meanwhile (a replayed duplicate raced this apply).
+fn buffer_entry(
+    st: &ShardState,
+    index: u64,
+    decoded: DecodedEntry<'_>,
+    additions: catalog::Additions,
+    rows: usize,
+) -> Option<usize> {
+    let mut buf = st.lock_buf();
+    // Checked again under the lock: apply may race a replayed duplicate.
+    if index <= st.applied() {
+        return None;
+    }
+    st.write_catalog().record(additions);
+    st.set_applied(index);
+    buf.max_index = index;
+    buf.oldest.get_or_insert_with(Instant::now);
+    let mut known = st.lock_known_series();
+    for (database, series) in decoded.series {
+        for b in &series {
+            if let Some(ids) = b.column(0).as_any().downcast_ref::<UInt64Array>() {
+                known.remember(database, ids.iter().flatten());
+            }
+        }
+        let n: usize = series.iter().map(|b| b.num_rows()).sum();
+        if n > 0 {
+            let id = TableId::new(database, SERIES_TABLE);
+            buf.tables.entry(id).or_default().push(index, series, n);
+        }
+    }
+    drop(known);
+    buf.rows += rows;
+    let mut largest = 0;
+    for t in decoded.tables {
+        if t.rows == 0 {
+            continue;
+        }
+        let tb = buf.tables.entry(t.id).or_default();
+        tb.push(index, t.batches, t.rows);
+        largest = largest.max(tb.rows);
+    }
+    Some(largest)
 }
 
 /// A committed entry's tables, decoded and checked, not yet buffered.

@@ -14,43 +14,16 @@
 //! parsed makes chDB refuse to open at all: the node does not start.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Instant;
 
 use crate::columns::strings;
-use crate::engine::{Engine, Inner, ShardState};
+use crate::engine::{Engine, Inner};
 use crate::error::{EngineError, Result};
 use crate::layout;
 use crate::metrics;
+use crate::shard_state::ShardState;
 
-/// One damaged part of a shard's table, as chDB reported it.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct DamagedPart {
-    /// The chDB database (`shard_0003` or `shard_0003_<key>`).
-    pub database: String,
-    pub table: String,
-    pub part: String,
-    /// chDB's reason (`broken-on-start`) or the failed check's message.
-    pub reason: String,
-}
-
-/// A shard whose stored copy on this node misses or garbles rows.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ShardDamage {
-    pub shard: u32,
-    pub parts: Vec<DamagedPart>,
-}
-
-impl ShardDamage {
-    /// `db.table part (reason); ...`, for logs and `/health`.
-    pub fn describe(&self) -> String {
-        self.parts
-            .iter()
-            .map(|p| format!("{}.{} part {} ({})", p.database, p.table, p.part, p.reason))
-            .collect::<Vec<_>>()
-            .join("; ")
-    }
-}
+pub use crate::shard_state::{DamagedPart, ShardDamage};
 
 /// Whether a `system.detached_parts` reason means chDB set the part aside
 /// because it could not trust it. Parts detached by hand (reason empty),
@@ -103,13 +76,15 @@ pub fn damaged_shards(rows: Vec<DamagedPart>) -> Vec<ShardDamage> {
 impl Engine {
     /// Shards whose copy here is damaged and not yet replaced, with the parts.
     pub fn damaged_shards(&self) -> Vec<ShardDamage> {
-        let shards: Vec<Arc<ShardState>> = self.inner.shards.read().values().cloned().collect();
-        let mut out: Vec<ShardDamage> = shards
+        let mut out: Vec<ShardDamage> = self
+            .inner
+            .shards
+            .all()
             .iter()
             .filter_map(|st| {
-                let parts = st.damage.lock().clone();
+                let parts = st.damaged_parts();
                 (!parts.is_empty()).then(|| ShardDamage {
-                    shard: st.shard,
+                    shard: st.shard(),
                     parts,
                 })
             })
@@ -207,10 +182,7 @@ impl Inner {
     pub(crate) fn mark_damaged(&self, found: Vec<ShardDamage>) -> Vec<ShardDamage> {
         let mut new = Vec::new();
         for d in found {
-            let st = self.shard_state(d.shard);
-            let mut have = st.damage.lock();
-            let fresh: Vec<DamagedPart> =
-                d.parts.into_iter().filter(|p| !have.contains(p)).collect();
+            let fresh = self.shard_state(d.shard).add_damage(d.parts);
             for p in &fresh {
                 tracing::error!(
                     shard = d.shard,
@@ -223,7 +195,6 @@ impl Inner {
                 );
             }
             if !fresh.is_empty() {
-                have.extend(fresh.iter().cloned());
                 new.push(ShardDamage {
                     shard: d.shard,
                     parts: fresh,
@@ -236,9 +207,9 @@ impl Inner {
 
     /// The shard's data was replaced whole: whatever was damaged is gone.
     pub(crate) fn clear_damage(&self, st: &ShardState) {
-        if !std::mem::take(&mut *st.damage.lock()).is_empty() {
+        if st.clear_damage() {
             tracing::info!(
-                shard = st.shard,
+                shard = st.shard(),
                 "damaged engine data replaced from a snapshot"
             );
         }
@@ -248,25 +219,25 @@ impl Inner {
     fn count_damaged(&self) {
         let n = self
             .shards
-            .read()
-            .values()
-            .filter(|st| !st.damage.lock().is_empty())
+            .all()
+            .iter()
+            .filter(|st| st.is_damaged())
             .count();
         metrics::DAMAGED_SHARDS.set(n as i64);
     }
 
     /// Err for a read of a damaged shard (another replica answers it).
     pub(crate) fn refuse_damaged(&self, st: &ShardState) -> Result<()> {
-        let parts = st.damage.lock();
+        let parts = st.damaged_parts();
         if parts.is_empty() {
             return Ok(());
         }
         let d = ShardDamage {
-            shard: st.shard,
-            parts: parts.clone(),
+            shard: st.shard(),
+            parts,
         };
         Err(EngineError::ShardDamaged {
-            shard: st.shard,
+            shard: st.shard(),
             parts: d.describe(),
         })
     }

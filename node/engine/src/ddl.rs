@@ -2,22 +2,21 @@
 //! database, a database's storage in it, a fact table and its columns.
 //! Idempotent; the shard's in-memory view says what already exists.
 
-use std::sync::atomic::Ordering;
-
-use crate::engine::{DatabaseState, Inner, ShardState};
+use crate::engine::Inner;
 use crate::error::Result;
 use crate::layout::{self, FieldType, TableId};
 use crate::pool::Conn;
+use crate::shard_state::{DatabaseState, ShardState};
 
 impl Inner {
     pub(crate) fn ensure_shard(&self, conn: &mut Conn, st: &ShardState) -> Result<()> {
-        if st.created.load(Ordering::Acquire) {
+        if st.is_created() {
             return Ok(());
         }
-        for sql in layout::create_shard(&st.db) {
+        for sql in layout::create_shard(st.db()) {
             conn.execute(&sql)?;
         }
-        st.created.store(true, Ordering::Release);
+        st.set_created(true);
         Ok(())
     }
 
@@ -29,19 +28,19 @@ impl Inner {
         st: &ShardState,
         database: &str,
     ) -> Result<String> {
-        if let Some(d) = st.databases.lock().get(database) {
+        if let Some(d) = st.lock_databases().get(database) {
             return Ok(d.chdb.clone());
         }
         self.ensure_shard(conn, st)?;
-        let chdb = layout::data_db(st.shard, database);
+        let chdb = layout::data_db(st.shard(), database);
         for sql in layout::create_database(&chdb, database) {
             conn.execute(&sql)?;
         }
-        st.tables.lock().insert(
+        st.lock_tables().insert(
             TableId::new(database, layout::SAMPLES_TABLE),
             vec![("value".to_string(), FieldType::Float64)],
         );
-        st.databases.lock().insert(
+        st.lock_databases().insert(
             database.to_string(),
             DatabaseState {
                 chdb: chdb.clone(),
@@ -60,7 +59,7 @@ impl Inner {
         fields: &[(String, FieldType)],
     ) -> Result<Vec<(String, FieldType)>> {
         let chdb = self.ensure_database(conn, st, &id.database)?;
-        let mut tables = st.tables.lock();
+        let mut tables = st.lock_tables();
         match tables.get_mut(id) {
             None => {
                 conn.execute(&layout::create_fact_table(&chdb, &id.table, fields))?;

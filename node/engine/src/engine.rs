@@ -5,15 +5,15 @@
 //! Every method blocks its calling thread (chDB calls are synchronous). Async
 //! callers must wrap calls in `tokio::task::spawn_blocking`; the flusher runs
 //! on its own threads.
-
 //!
-//! The engine's parts: opening and closing it (lifecycle.rs), the write
-//! path (apply.rs), creating storage on first use (ddl.rs), flushing
-//! (flush.rs), storage operations (ops.rs), snapshots (shard_io.rs).
+//! The engine's parts: each shard's state and its lock order
+//! (shard_state/), opening and closing it (lifecycle.rs), the write path
+//! (apply.rs), creating storage on first use (ddl.rs), flushing (flush.rs),
+//! storage operations (ops.rs), snapshots (shard_io.rs), reads (read.rs),
+//! damaged parts (damage.rs).
 
-use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -21,17 +21,12 @@ use std::time::Duration;
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 use crossbeam_channel::Sender;
-use parking_lot::{Mutex, RwLock};
+use parking_lot::Mutex;
 
-use crate::buffer::ShardBuf;
-use crate::catalog::ShardCatalog;
 use crate::error::Result;
-use crate::layout::{self, FieldType, TableId};
 use crate::pool::Pool;
+use crate::shard_state::{FlushFailure, ShardMap, ShardState};
 use crate::stream::SchemaCache;
-
-pub use crate::apply::{Applied, TableBatchRef};
-pub use crate::lifecycle::pin_utc;
 
 /// Engine settings. `pool_size` 0 means one connection per core.
 #[derive(Debug, Clone)]
@@ -73,72 +68,9 @@ pub fn flush_age_of(max_age: Duration, shard: u32) -> Duration {
     max_age + max_age * (shard % 8) / 16
 }
 
-/// A shard whose flush keeps failing for some of its tables; see
-/// [`Engine::flush_failures`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FlushFailure {
-    pub shard: u32,
-    /// Tables whose rows could not be stored (`db/_series` for the series).
-    pub tables: Vec<String>,
-    pub error: String,
-    pub attempts: u32,
-    /// How long the tables have been failing.
-    pub failing_for: Duration,
-}
-
-pub(crate) struct ShardState {
-    pub(crate) shard: u32,
-    pub(crate) db: String,
-    pub(crate) buf: Mutex<ShardBuf>,
-    /// Serializes flushes, DDL, import and drop of this shard.
-    pub(crate) flush_lock: Mutex<()>,
-    /// Columns of this shard's fact tables as they exist in chDB.
-    pub(crate) tables: Mutex<HashMap<TableId, Vec<(String, FieldType)>>>,
-    /// The databases this shard stores, as they exist in chDB.
-    pub(crate) databases: Mutex<HashMap<String, DatabaseState>>,
-    /// Field types decided by the shard's applied log (see catalog.rs).
-    pub(crate) catalog: RwLock<ShardCatalog>,
-    pub(crate) created: AtomicBool,
-    pub(crate) flushed: AtomicU64,
-    pub(crate) applied: AtomicU64,
-    pub(crate) queued: AtomicBool,
-    /// Tables of this shard that failed to flush, and when to retry them.
-    pub(crate) failing: Mutex<Option<crate::flush::Failing>>,
-    /// Parts of this shard's copy found damaged (damage.rs); reads are
-    /// refused until a snapshot replaces the copy.
-    pub(crate) damage: Mutex<Vec<crate::damage::DamagedPart>>,
-    /// Series whose `_series` rows this replica holds (known_series.rs).
-    pub(crate) known_series: Mutex<crate::known_series::KnownSeries>,
-}
-
-impl ShardState {
-    fn new(shard: u32) -> ShardState {
-        ShardState {
-            shard,
-            db: layout::shard_db(shard),
-            buf: Mutex::new(ShardBuf::default()),
-            flush_lock: Mutex::new(()),
-            tables: Mutex::new(HashMap::new()),
-            databases: Mutex::new(HashMap::new()),
-            catalog: RwLock::new(ShardCatalog::default()),
-            created: AtomicBool::new(false),
-            flushed: AtomicU64::new(0),
-            applied: AtomicU64::new(0),
-            queued: AtomicBool::new(false),
-            failing: Mutex::new(None),
-            damage: Mutex::new(Vec::new()),
-            known_series: Mutex::new(Default::default()),
-        }
-    }
-}
-
-/// One database of a shard, as stored.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct DatabaseState {
-    /// Its chDB database (`layout::data_db`).
-    pub(crate) chdb: String,
-    /// Retention in ns; 0 = keep forever, -1 = the node's default.
-    pub(crate) retention_ns: i64,
+/// How often the ticker looks for expired partitions, at least.
+pub(crate) fn retention_period(cfg: Duration) -> Duration {
+    cfg.max(Duration::from_millis(100))
 }
 
 pub(crate) struct Inner {
@@ -148,7 +80,7 @@ pub(crate) struct Inner {
     pub(crate) readers: Arc<Pool>,
     /// Schemas of the IPC streams entries carry, parsed once each.
     pub(crate) streams: SchemaCache,
-    pub(crate) shards: RwLock<HashMap<u32, Arc<ShardState>>>,
+    pub(crate) shards: ShardMap,
     pub(crate) flush_tx: Sender<u32>,
     pub(crate) shutdown: AtomicBool,
     /// The data directory, held open for `syncfs`.
@@ -176,20 +108,15 @@ impl Engine {
 
     /// Highest Raft index whose rows are durably in chDB for this shard (0 if none).
     pub fn flushed_index(&self, shard: u32) -> u64 {
-        self.inner
-            .shards
-            .read()
-            .get(&shard)
-            .map_or(0, |s| s.flushed.load(Ordering::Acquire))
+        self.inner.shards.get(shard).map_or(0, |s| s.flushed())
     }
 
     /// Flushes everything buffered now, on the calling thread; blocks.
     pub fn flush_all(&self) -> Result<()> {
-        let shards: Vec<Arc<ShardState>> = self.inner.shards.read().values().cloned().collect();
         let mut first_err = None;
-        for st in shards {
+        for st in self.inner.shards.all() {
             if let Err(e) = self.inner.flush_shard(&st, true) {
-                tracing::error!(shard = st.shard, error = %e, "flush failed");
+                tracing::error!(shard = st.shard(), error = %e, "flush failed");
                 first_err.get_or_insert(e);
             }
         }
@@ -198,8 +125,7 @@ impl Engine {
 
     /// Flushes one shard now (also the tables that are failing); blocks.
     pub fn flush_shard(&self, shard: u32) -> Result<()> {
-        let st = self.inner.shards.read().get(&shard).cloned();
-        match st {
+        match self.inner.shards.get(shard) {
             Some(st) => self.inner.flush_shard(&st, true),
             None => Ok(()),
         }
@@ -207,10 +133,12 @@ impl Engine {
 
     /// Shards with tables whose flush keeps failing, with the reason.
     pub fn flush_failures(&self) -> Vec<FlushFailure> {
-        let shards: Vec<Arc<ShardState>> = self.inner.shards.read().values().cloned().collect();
-        let mut out: Vec<FlushFailure> = shards
+        let mut out: Vec<FlushFailure> = self
+            .inner
+            .shards
+            .all()
             .iter()
-            .filter_map(|st| st.failing.lock().as_ref().map(|f| f.report(st.shard)))
+            .filter_map(|st| st.flush_failure())
             .collect();
         out.sort_by_key(|f| f.shard);
         out
@@ -228,21 +156,13 @@ impl Engine {
 
     /// Shards that have state on this node (in chDB or buffered).
     pub fn shards(&self) -> Vec<u32> {
-        let mut v: Vec<u32> = self.inner.shards.read().keys().copied().collect();
-        v.sort_unstable();
-        v
+        self.inner.shards.ids()
     }
 }
 
 impl Inner {
+    /// The shard's state, created empty on first use.
     pub(crate) fn shard_state(&self, shard: u32) -> Arc<ShardState> {
-        if let Some(s) = self.shards.read().get(&shard) {
-            return s.clone();
-        }
-        self.shards
-            .write()
-            .entry(shard)
-            .or_insert_with(|| Arc::new(ShardState::new(shard)))
-            .clone()
+        self.shards.get_or_create(shard)
     }
 }

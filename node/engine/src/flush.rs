@@ -18,55 +18,12 @@ use crossbeam_channel::Receiver;
 
 use crate::buffer::{self, ShardBuf, TableBuf};
 use crate::columns::{align_all, u64s};
-use crate::engine::{FlushFailure, Inner, ShardState};
+use crate::engine::Inner;
 use crate::error::{EngineError, Result};
 use crate::layout::{FieldType, TableId, FLUSHED_TABLE, SERIES_TABLE};
 use crate::pool::Conn;
+use crate::shard_state::ShardState;
 use crate::{ipc, metrics};
-
-/// Tables of a shard whose flush failed, and when to try them again.
-pub(crate) struct Failing {
-    tables: Vec<TableId>,
-    error: String,
-    attempts: u32,
-    since: Instant,
-    retry_at: Instant,
-}
-
-impl Failing {
-    pub(crate) fn report(&self, shard: u32) -> FlushFailure {
-        FlushFailure {
-            shard,
-            tables: self.tables.iter().map(|t| t.to_string()).collect(),
-            error: self.error.clone(),
-            attempts: self.attempts,
-            failing_for: self.since.elapsed(),
-        }
-    }
-}
-
-/// Delay before the next attempt at a table that failed `attempts` times:
-/// 200 ms doubling to 30 s.
-pub fn retry_delay(attempts: u32) -> Duration {
-    let ms = 200u64.saturating_mul(1u64 << attempts.saturating_sub(1).min(10));
-    Duration::from_millis(ms.min(30_000))
-}
-
-impl ShardState {
-    /// Tables whose rows could not be stored so far.
-    pub(crate) fn failing_tables(&self) -> Vec<TableId> {
-        self.failing
-            .lock()
-            .as_ref()
-            .map_or_else(Vec::new, |f| f.tables.clone())
-    }
-
-    pub(crate) fn clear_failing(&self) {
-        if self.failing.lock().take().is_some() {
-            metrics::FLUSH_FAILING_SHARDS.dec();
-        }
-    }
-}
 
 impl Inner {
     pub(crate) fn flush_worker(&self, rx: Receiver<u32>) {
@@ -74,8 +31,7 @@ impl Inner {
             if self.shutdown.load(Ordering::Acquire) {
                 return;
             }
-            let st = self.shards.read().get(&shard).cloned();
-            if let Some(st) = st {
+            if let Some(st) = self.shards.get(shard) {
                 // Failures are logged (once per attempt, with backoff) and
                 // reported by flush_shard itself.
                 let _ = self.flush_shard(&st, false);
@@ -88,27 +44,17 @@ impl Inner {
             .clamp(Duration::from_millis(5), Duration::from_millis(250));
         let mut last_parts = Instant::now();
         let mut last_retention = Instant::now();
-        let retention_every = crate::ops::retention_period(self.cfg.retention_check_interval);
+        let retention_every = crate::engine::retention_period(self.cfg.retention_check_interval);
         loop {
             match stop.recv_timeout(period) {
                 Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
                 _ => return,
             }
-            let shards: Vec<Arc<ShardState>> = self.shards.read().values().cloned().collect();
             let now = Instant::now();
-            for st in shards {
-                let max_age = crate::engine::flush_age_of(self.cfg.flush_max_age, st.shard);
-                let due = {
-                    let buf = st.buf.lock();
-                    let aged = buf.oldest.is_some_and(|t| t.elapsed() >= max_age);
-                    match st.failing.lock().as_ref() {
-                        None => aged,
-                        Some(f) if f.retry_at <= now => true,
-                        Some(f) => aged && has_rows_outside(&buf, &f.tables),
-                    }
-                };
-                if due && !st.queued.swap(true, Ordering::AcqRel) {
-                    let _ = self.flush_tx.send(st.shard);
+            for st in self.shards.all() {
+                let max_age = crate::engine::flush_age_of(self.cfg.flush_max_age, st.shard());
+                if st.flush_due(max_age, now) && st.queue_flush() {
+                    let _ = self.flush_tx.send(st.shard());
                 }
             }
             if last_retention.elapsed() >= retention_every {
@@ -148,86 +94,29 @@ impl Inner {
     /// are tried only when their backoff has passed, or when `retry_failing`
     /// (an explicit flush). Returns the first error of this attempt.
     pub(crate) fn flush_shard(&self, st: &Arc<ShardState>, retry_failing: bool) -> Result<()> {
-        let _g = st.flush_lock.lock();
-        st.queued.store(false, Ordering::Release);
-        let skip: HashSet<TableId> = match st.failing.lock().as_ref() {
-            Some(f) if !retry_failing && f.retry_at > Instant::now() => {
-                f.tables.iter().cloned().collect()
-            }
-            _ => HashSet::new(),
-        };
-        let mut taken = std::mem::take(&mut *st.buf.lock());
+        let _flushes = st.lock_flushes();
+        st.flush_started();
+        let skip = st.tables_to_skip(retry_failing);
+        let mut taken = std::mem::take(&mut *st.lock_buf());
         if taken.is_empty() {
             return Ok(());
         }
-        // What stays in memory after this flush: skipped and failed tables.
-        // Their age no longer drives the ticker (their retry time does), so
-        // the shard's healthy tables keep their normal flush cadence.
-        let mut kept = ShardBuf {
-            max_index: taken.max_index,
-            ..ShardBuf::default()
-        };
-        for name in &skip {
-            if let Some(tb) = taken.tables.remove(name) {
-                if name.table != SERIES_TABLE {
-                    kept.rows += tb.rows;
-                }
-                kept.tables.insert(name.clone(), tb);
-            }
-        }
+        let mut kept = set_aside(&mut taken, &skip);
         let _timer = metrics::FLUSH_SECONDS.start_timer();
-        let mut written = ShardBuf::default();
-        let mut failed: Vec<(TableId, EngineError)> = Vec::new();
         let mut conn = self.pool.get();
-        let ready = self.ensure_shard(&mut conn, st);
-        // Series first: a point is never readable without its tags.
-        let mut order: Vec<(TableId, TableBuf)> =
-            std::mem::take(&mut taken.tables).into_iter().collect();
-        order.sort_by_key(|(id, _)| id.table != SERIES_TABLE);
-        for (id, tb) in order {
-            let r = match &ready {
-                Ok(()) => self.write_table(&mut conn, st, &id, &tb).or_else(|_| {
-                    // What we believed about the table may be stale (it
-                    // was dropped or changed): read it again, try once more.
-                    self.reload_table_columns(&mut conn, st, &id);
-                    self.write_table(&mut conn, st, &id, &tb)
-                }),
-                Err(e) => Err(EngineError::Sql {
-                    context: format!("create database {}", st.db),
-                    message: e.to_string(),
-                }),
-            };
-            let dest = if r.is_ok() { &mut written } else { &mut kept };
-            if id.table != SERIES_TABLE {
-                dest.rows += tb.rows;
-            }
-            dest.tables.insert(id.clone(), tb);
-            if let Err(e) = r {
-                self.reload_table_columns(&mut conn, st, &id);
-                failed.push((id, e));
-            }
-        }
-        let current = st.flushed.load(Ordering::Acquire);
+        let (written, failed) = self.write_tables(&mut conn, st, &mut taken, &mut kept);
+        let current = st.flushed();
         let target = buffer::flushed_after(current, taken.max_index, kept.first_pending_index());
         if target > current {
             let durable = self
                 .sync_parts()
-                .and_then(|()| write_flushed(&mut conn, &st.db, target));
+                .and_then(|()| write_flushed(&mut conn, st.db(), target));
             if let Err(e) = durable {
-                // The parts just written may not be on disk: keep every row
-                // buffered (a retry re-inserts them and they collapse with
-                // these copies) and leave the flushed index where it is.
                 drop(conn);
-                let mut names: Vec<TableId> = written.tables.keys().cloned().collect();
-                names.extend(kept.tables.keys().cloned());
-                kept.restore(written);
-                kept.oldest = None;
-                kept.max_index = taken.max_index;
-                st.buf.lock().restore(kept);
-                self.record_failure(st, names, &e, &skip);
+                keep_all_buffered(st, written, kept, taken.max_index, &e, &skip);
                 return Err(e);
             }
-            st.flushed.store(target, Ordering::Release);
+            st.set_flushed(target);
         }
         drop(conn);
         if written.rows > 0 || target > current {
@@ -236,24 +125,57 @@ impl Inner {
         metrics::ROWS_FLUSHED_TOTAL.inc_by(written.rows as u64);
         metrics::PENDING_ROWS.sub(written.rows as i64);
         if kept.first_pending_index().is_some() {
-            st.buf.lock().restore(kept);
+            st.lock_buf().restore(kept);
         }
         tracing::debug!(
-            shard = st.shard,
+            shard = st.shard(),
             rows = written.rows,
             flushed_index = target,
             "flushed"
         );
-        if failed.is_empty() {
-            if skip.is_empty() {
-                self.record_success(st);
+        record_outcome(st, failed, &skip)
+    }
+
+    /// Writes every table of `taken` (series first: a point is never
+    /// readable without its tags). Returns what was written and the tables
+    /// that failed; their rows go to `kept`.
+    fn write_tables(
+        &self,
+        conn: &mut Conn,
+        st: &ShardState,
+        taken: &mut ShardBuf,
+        kept: &mut ShardBuf,
+    ) -> (ShardBuf, Vec<(TableId, EngineError)>) {
+        let mut written = ShardBuf::default();
+        let mut failed: Vec<(TableId, EngineError)> = Vec::new();
+        let ready = self.ensure_shard(conn, st);
+        let mut order: Vec<(TableId, TableBuf)> =
+            std::mem::take(&mut taken.tables).into_iter().collect();
+        order.sort_by_key(|(id, _)| id.table != SERIES_TABLE);
+        for (id, tb) in order {
+            let r = match &ready {
+                Ok(()) => self.write_table(conn, st, &id, &tb).or_else(|_| {
+                    // What we believed about the table may be stale (it
+                    // was dropped or changed): read it again, try once more.
+                    self.reload_table_columns(conn, st, &id);
+                    self.write_table(conn, st, &id, &tb)
+                }),
+                Err(e) => Err(EngineError::Sql {
+                    context: format!("create database {}", st.db()),
+                    message: e.to_string(),
+                }),
+            };
+            let dest = if r.is_ok() { &mut written } else { &mut *kept };
+            if id.table != SERIES_TABLE {
+                dest.rows += tb.rows;
             }
-            return Ok(());
+            dest.tables.insert(id.clone(), tb);
+            if let Err(e) = r {
+                self.reload_table_columns(conn, st, &id);
+                failed.push((id, e));
+            }
         }
-        let names: Vec<TableId> = failed.iter().map(|(n, _)| n.clone()).collect();
-        let (_, first) = failed.swap_remove(0);
-        self.record_failure(st, names, &first, &skip);
-        Err(first)
+        (written, failed)
     }
 
     fn write_table(
@@ -279,7 +201,7 @@ impl Inner {
             }
         }
         let cols = self.ensure_table(conn, st, id, &fields)?;
-        let chdb = crate::layout::data_db(st.shard, &id.database);
+        let chdb = crate::layout::data_db(st.shard(), &id.database);
         let schema = ipc::points_schema(&cols);
         let aligned = align_all(&tb.batches, &schema)?;
         ingest_concat(conn, &chdb, &id.table, &schema, &aligned)
@@ -290,10 +212,10 @@ impl Inner {
     fn reload_table_columns(&self, conn: &mut Conn, st: &ShardState, id: &TableId) {
         if id.table == SERIES_TABLE {
             // The database itself may be gone: look again at the next flush.
-            st.databases.lock().remove(&id.database);
+            st.lock_databases().remove(&id.database);
             return;
         }
-        let chdb = crate::layout::data_db(st.shard, &id.database);
+        let chdb = crate::layout::data_db(st.shard(), &id.database);
         let sql = format!(
             "SELECT name, type FROM system.columns WHERE database = {} AND table = {} ORDER BY position",
             crate::layout::literal(&chdb),
@@ -317,51 +239,12 @@ impl Inner {
                 }
             }
         }
-        let mut tables = st.tables.lock();
+        let mut tables = st.lock_tables();
         if exists {
             tables.insert(id.clone(), cols);
         } else {
             tables.remove(id);
-            st.databases.lock().remove(&id.database);
-        }
-    }
-
-    fn record_failure(
-        &self,
-        st: &ShardState,
-        mut tables: Vec<TableId>,
-        error: &EngineError,
-        skipped: &HashSet<TableId>,
-    ) {
-        tables.extend(skipped.iter().cloned());
-        tables.sort();
-        tables.dedup();
-        let mut slot = st.failing.lock();
-        let attempts = slot.as_ref().map_or(0, |f| f.attempts) + 1;
-        let since = slot.as_ref().map_or_else(Instant::now, |f| f.since);
-        if slot.is_none() {
-            metrics::FLUSH_FAILING_SHARDS.inc();
-        }
-        metrics::FLUSH_FAILURES_TOTAL.inc();
-        let delay = retry_delay(attempts);
-        // Once per attempt; attempts back off to 30 s.
-        tracing::error!(shard = st.shard, tables = ?tables, attempts, retry_in = ?delay, error = %error,
-            "flush failed; these tables' rows stay buffered (and in the WAL) and are retried, the shard's other tables keep flushing");
-        *slot = Some(Failing {
-            tables,
-            error: error.to_string(),
-            attempts,
-            since,
-            retry_at: Instant::now() + delay,
-        });
-    }
-
-    fn record_success(&self, st: &ShardState) {
-        let mut slot = st.failing.lock();
-        if let Some(f) = slot.take() {
-            metrics::FLUSH_FAILING_SHARDS.dec();
-            tracing::info!(shard = st.shard, tables = ?f.tables, attempts = f.attempts,
-                "tables that were failing to flush are stored again");
+            st.lock_databases().remove(&id.database);
         }
     }
 
@@ -384,11 +267,63 @@ impl Inner {
     }
 }
 
-/// Whether `buf` holds rows of tables other than `failing`.
-fn has_rows_outside(buf: &ShardBuf, failing: &[TableId]) -> bool {
-    buf.tables
-        .iter()
-        .any(|(n, t)| t.rows > 0 && !failing.contains(n))
+/// Moves the tables a flush leaves alone (`skip`) out of `taken`: what
+/// stays in memory after this flush, with the tables that fail. Their age
+/// no longer drives the ticker (their retry time does), so the shard's
+/// healthy tables keep their normal flush cadence.
+fn set_aside(taken: &mut ShardBuf, skip: &HashSet<TableId>) -> ShardBuf {
+    let mut kept = ShardBuf {
+        max_index: taken.max_index,
+        ..ShardBuf::default()
+    };
+    for name in skip {
+        if let Some(tb) = taken.tables.remove(name) {
+            if name.table != SERIES_TABLE {
+                kept.rows += tb.rows;
+            }
+            kept.tables.insert(name.clone(), tb);
+        }
+    }
+    kept
+}
+
+/// The parts just written may not be on disk: keeps every row buffered (a
+/// retry re-inserts them and they collapse with these copies) and leaves
+/// the flushed index where it is.
+fn keep_all_buffered(
+    st: &ShardState,
+    written: ShardBuf,
+    mut kept: ShardBuf,
+    max_index: u64,
+    error: &EngineError,
+    skip: &HashSet<TableId>,
+) {
+    let mut names: Vec<TableId> = written.tables.keys().cloned().collect();
+    names.extend(kept.tables.keys().cloned());
+    kept.restore(written);
+    kept.oldest = None;
+    kept.max_index = max_index;
+    st.lock_buf().restore(kept);
+    st.record_flush_failure(names, error, skip);
+}
+
+/// Records how a flush went for the failing-tables report; the first
+/// table's error is the flush's.
+fn record_outcome(
+    st: &ShardState,
+    mut failed: Vec<(TableId, EngineError)>,
+    skip: &HashSet<TableId>,
+) -> Result<()> {
+    if failed.is_empty() {
+        if skip.is_empty() {
+            st.record_flush_success();
+        }
+        return Ok(());
+    }
+    let names: Vec<TableId> = failed.iter().map(|(n, _)| n.clone()).collect();
+    let (_, first) = failed.swap_remove(0);
+    st.record_flush_failure(names, &first, skip);
+    Err(first)
 }
 
 /// Records the shard's flushed index in its `_flushed` table.
@@ -420,17 +355,4 @@ pub(crate) fn ingest_concat(
     }
     let one = arrow_select::concat::concat_batches(schema, batches)?;
     conn.ingest(db, table, schema.clone(), vec![one])
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn failing_tables_back_off_to_thirty_seconds() {
-        assert_eq!(retry_delay(1), Duration::from_millis(200));
-        assert_eq!(retry_delay(3), Duration::from_millis(800));
-        assert_eq!(retry_delay(9), Duration::from_secs(30));
-        assert_eq!(retry_delay(u32::MAX), Duration::from_secs(30));
-    }
 }

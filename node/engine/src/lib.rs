@@ -30,15 +30,18 @@ pub mod pool;
 mod read;
 pub mod read_guard;
 mod shard_io;
+mod shard_state;
 pub mod snapshot;
 pub mod stream;
 pub mod tag_index;
 
-pub use damage::{DamagedPart, ShardDamage};
-pub use engine::{Applied, Engine, EngineConfig, FlushFailure, TableBatchRef};
+pub use apply::{Applied, TableBatchRef};
+pub use engine::{Engine, EngineConfig};
 pub use error::{EngineError, Result};
 pub use ipc::{encode_points, encode_series, FieldValue, PointRow};
+pub use lifecycle::pin_utc;
 pub use ops::DatabaseReport;
+pub use shard_state::{DamagedPart, FlushFailure, ShardDamage};
 
 /// Test and benchmark helpers: building entries from simple rows.
 pub mod testdata {

@@ -11,13 +11,14 @@ use adbc_core::options::{OptionDatabase, OptionValue};
 use adbc_core::Driver;
 use adbc_driver_manager::ManagedDatabase;
 use crossbeam_channel::Receiver;
-use parking_lot::{Mutex, RwLock};
+use parking_lot::Mutex;
 
 use crate::columns::{strings, u64s};
-use crate::engine::{DatabaseState, Engine, EngineConfig, Inner, ShardState, READER_SETTINGS};
+use crate::engine::{Engine, EngineConfig, Inner, READER_SETTINGS};
 use crate::error::{EngineError, Result};
 use crate::layout::{self, FieldType, TableId, FLUSHED_TABLE, SERIES_ID, TIME};
-use crate::pool::Pool;
+use crate::pool::{Conn, Pool};
+use crate::shard_state::{DatabaseState, ShardMap};
 use crate::stream::SchemaCache;
 use crate::{loader, metrics};
 
@@ -121,7 +122,7 @@ impl Engine {
             pool,
             readers,
             streams: SchemaCache::new(),
-            shards: RwLock::new(HashMap::new()),
+            shards: ShardMap::default(),
             flush_tx,
             shutdown: AtomicBool::new(false),
             data_dir,
@@ -226,6 +227,16 @@ impl Inner {
     /// flushed indexes exist.
     fn load_state(&self) -> Result<()> {
         let mut conn = self.pool.get();
+        let chdb_names = self.load_databases(&mut conn)?;
+        self.load_columns(&mut conn, &chdb_names)?;
+        self.load_retentions(&mut conn, &chdb_names);
+        self.load_flushed_indexes(&mut conn);
+        Ok(())
+    }
+
+    /// The shards' chDB databases: marks shards created, records their
+    /// databases; returns chDB database -> (shard, database).
+    fn load_databases(&self, conn: &mut Conn) -> Result<HashMap<String, (u32, String)>> {
         let batches = conn.query(
             "SELECT name, comment FROM system.databases WHERE name LIKE 'shard\\_%' ORDER BY name",
         )?;
@@ -235,12 +246,10 @@ impl Inner {
             let comments = strings(b, 1);
             for (db, comment) in names.into_iter().zip(comments) {
                 if let Some(shard) = layout::parse_shard_db(&db) {
-                    self.shard_state(shard)
-                        .created
-                        .store(true, Ordering::Release);
+                    self.shard_state(shard).set_created(true);
                 } else if let Some(shard) = layout::parse_data_db(&db) {
                     let st = self.shard_state(shard);
-                    st.databases.lock().insert(
+                    st.lock_databases().insert(
                         comment.clone(),
                         DatabaseState {
                             chdb: db.clone(),
@@ -251,6 +260,15 @@ impl Inner {
                 }
             }
         }
+        Ok(chdb_names)
+    }
+
+    /// The fact tables' columns and the field types they decided.
+    fn load_columns(
+        &self,
+        conn: &mut Conn,
+        chdb_names: &HashMap<String, (u32, String)>,
+    ) -> Result<()> {
         let batches = conn.query(
             "SELECT database, table, name, type FROM system.columns \
              WHERE database LIKE 'shard\\_%' ORDER BY database, table, position",
@@ -270,7 +288,7 @@ impl Inner {
                 }
                 let id = TableId::new(database, &table[i]);
                 if name[i] == TIME || name[i] == SERIES_ID {
-                    st.tables.lock().entry(id).or_default();
+                    st.lock_tables().entry(id).or_default();
                     continue;
                 }
                 let Some(t) = FieldType::from_clickhouse(&typ[i]) else {
@@ -278,15 +296,19 @@ impl Inner {
                         "column of unknown type ignored");
                     continue;
                 };
-                st.tables
-                    .lock()
+                st.lock_tables()
                     .entry(id.clone())
                     .or_default()
                     .push((name[i].clone(), t));
-                st.catalog.write().insert(&id, &name[i], t);
+                st.write_catalog().insert(&id, &name[i], t);
             }
         }
-        for (chdb, (shard, database)) in &chdb_names {
+        Ok(())
+    }
+
+    /// Each database's retention, from its `_database` table.
+    fn load_retentions(&self, conn: &mut Conn, chdb_names: &HashMap<String, (u32, String)>) {
+        for (chdb, (shard, database)) in chdb_names {
             let sql = format!(
                 "SELECT argMax(retention_ns, `index`) FROM {}",
                 layout::qualified(chdb, layout::DATABASE_TABLE)
@@ -295,16 +317,20 @@ impl Inner {
                 b.first()
                     .and_then(|b| crate::columns::i64s(b, 0).first().copied())
             }) {
-                if let Some(d) = self.shard_state(*shard).databases.lock().get_mut(database) {
+                if let Some(d) = self.shard_state(*shard).lock_databases().get_mut(database) {
                     d.retention_ns = r;
                 }
             }
         }
-        let shards: Vec<Arc<ShardState>> = self.shards.read().values().cloned().collect();
-        for st in shards {
+    }
+
+    /// Each shard's flushed index, from its `_flushed` table; the applied
+    /// index starts there (the WAL replays the rest).
+    fn load_flushed_indexes(&self, conn: &mut Conn) {
+        for st in self.shards.all() {
             let sql = format!(
                 "SELECT toUInt64(max(`index`)) AS i FROM {}",
-                layout::qualified(&st.db, FLUSHED_TABLE)
+                layout::qualified(st.db(), FLUSHED_TABLE)
             );
             let idx = match conn.query(&sql) {
                 Ok(b) => b
@@ -312,14 +338,13 @@ impl Inner {
                     .and_then(|b| u64s(b, 0).first().copied())
                     .unwrap_or(0),
                 Err(e) => {
-                    tracing::warn!(shard = st.shard, error = %e, "no flushed index; starting from 0");
+                    tracing::warn!(shard = st.shard(), error = %e, "no flushed index; starting from 0");
                     0
                 }
             };
-            st.flushed.store(idx, Ordering::Release);
-            st.applied.store(idx, Ordering::Release);
-            tracing::info!(shard = st.shard, flushed_index = idx, "shard loaded");
+            st.set_flushed(idx);
+            st.set_applied(idx);
+            tracing::info!(shard = st.shard(), flushed_index = idx, "shard loaded");
         }
-        Ok(())
     }
 }

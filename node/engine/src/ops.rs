@@ -9,18 +9,20 @@
 //! hold the same data; a replay after a crash re-applies entries from the
 //! flushed index on, and each operation is idempotent.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use shardhouse_common::proto::{storage_op, tag_expr, tag_match, StorageOp, TagExpr};
+use storage_op::Op;
 
+use crate::apply::Applied;
 use crate::columns::strings;
-use crate::engine::{Applied, DatabaseState, Engine, Inner, ShardState};
+use crate::engine::{Engine, Inner};
 use crate::error::{EngineError, Result};
 use crate::flush;
 use crate::layout::{self, TableId, DATABASE_TABLE, SAMPLES_TABLE, SERIES_TABLE};
 use crate::pool::Conn;
+use crate::shard_state::{DatabaseState, ShardState};
 
 /// One database as this node's replicas hold it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,6 +92,25 @@ fn regexes(expr: &TagExpr, out: &mut Vec<String>) {
     }
 }
 
+/// Checks the regular expressions of a delete's predicate against the
+/// engine: Err with the reason for one it cannot compile.
+fn probe_regexes(conn: &mut Conn, op: &StorageOp) -> std::result::Result<(), String> {
+    let Some(Op::DeletePoints(d)) = &op.op else {
+        return Ok(());
+    };
+    let mut res = Vec::new();
+    if let Some(p) = &d.predicate {
+        regexes(p, &mut res);
+    }
+    for re in res {
+        let probe = format!("SELECT match('', {})", layout::literal(&re));
+        if let Err(e) = conn.query(&probe) {
+            return Err(format!("invalid regular expression {re:?}: {e}"));
+        }
+    }
+    Ok(())
+}
+
 /// The database an operation is about.
 pub fn op_database(op: &StorageOp) -> Option<&str> {
     Some(match op.op.as_ref()? {
@@ -145,17 +166,15 @@ impl Engine {
     /// The databases this node's replicas hold.
     pub fn databases(&self) -> Vec<DatabaseReport> {
         let mut by_name: std::collections::BTreeMap<String, DatabaseReport> = Default::default();
-        let shards: Vec<Arc<ShardState>> = self.inner.shards.read().values().cloned().collect();
-        for st in shards {
+        for st in self.inner.shards.all() {
             let mut held: std::collections::BTreeMap<String, i64> = st
-                .databases
-                .lock()
+                .lock_databases()
                 .iter()
                 .map(|(name, d)| (name.clone(), d.retention_ns))
                 .collect();
             // A database created by a write not flushed yet exists too (its
             // chDB database is made at the first flush).
-            for t in st.buf.lock().tables.keys() {
+            for t in st.lock_buf().tables.keys() {
                 held.entry(t.database.clone()).or_insert(-1);
             }
             for (name, retention_ns) in held {
@@ -166,7 +185,7 @@ impl Engine {
                         retention_ns: self.inner.effective_retention(retention_ns),
                         shards: Vec::new(),
                     });
-                r.shards.push(st.shard);
+                r.shards.push(st.shard());
             }
         }
         let mut out: Vec<DatabaseReport> = by_name.into_values().collect();
@@ -195,11 +214,11 @@ impl Inner {
 
     fn apply_op(&self, shard: u32, index: u64, op: &StorageOp) -> Result<Applied> {
         let st = self.shard_state(shard);
-        if index <= st.applied.load(Ordering::Acquire) {
+        if index <= st.applied() {
             return Ok(Applied::Stored);
         }
         let reject = |st: &ShardState, reason: String| {
-            st.applied.store(index, Ordering::Release);
+            st.set_applied(index);
             Ok(Applied::Rejected(EngineError::InvalidBatch {
                 measurement: op_database(op).unwrap_or_default().to_string(),
                 reason,
@@ -210,36 +229,27 @@ impl Inner {
         }
         // The barrier: everything earlier in the log is stored first.
         self.flush_shard(&st, true)?;
-        let _g = st.flush_lock.lock();
-        if !st.buf.lock().is_empty() {
+        let _flushes = st.lock_flushes();
+        if !st.lock_buf().is_empty() {
             return Err(EngineError::Sql {
                 context: format!("shard {shard} storage operation at index {index}"),
                 message: "rows of earlier entries are still buffered; retrying".into(),
             });
         }
         let mut conn = self.pool.get();
-        if let Some(storage_op::Op::DeletePoints(d)) = &op.op {
-            let mut res = Vec::new();
-            if let Some(p) = &d.predicate {
-                regexes(p, &mut res);
-            }
-            for re in res {
-                let probe = format!("SELECT match('', {})", layout::literal(&re));
-                if let Err(e) = conn.query(&probe) {
-                    drop(conn);
-                    return reject(&st, format!("invalid regular expression {re:?}: {e}"));
-                }
-            }
+        if let Err(reason) = probe_regexes(&mut conn, op) {
+            drop(conn);
+            return reject(&st, reason);
         }
         // A drop or delete may remove `_series` rows: what this replica
         // believed it holds is stale from here (even if the op fails).
-        st.known_series.lock().clear();
+        st.lock_known_series().clear();
         self.run_op(&mut conn, &st, index, op)?;
         self.ensure_shard(&mut conn, &st)?;
         self.sync_parts()?;
-        flush::write_flushed(&mut conn, &st.db, index)?;
-        st.flushed.store(index, Ordering::Release);
-        st.applied.store(index, Ordering::Release);
+        flush::write_flushed(&mut conn, st.db(), index)?;
+        st.set_flushed(index);
+        st.set_applied(index);
         tracing::info!(shard, index, op = ?op.op, "storage operation applied");
         Ok(Applied::Stored)
     }
@@ -247,8 +257,8 @@ impl Inner {
     fn run_op(&self, conn: &mut Conn, st: &ShardState, index: u64, op: &StorageOp) -> Result<()> {
         let Some(op) = &op.op else { return Ok(()) };
         match op {
-            storage_op::Op::CreateDatabase(o) => {
-                let known = st.databases.lock().contains_key(&o.database);
+            Op::CreateDatabase(o) => {
+                let known = st.lock_databases().contains_key(&o.database);
                 self.ensure_database(conn, st, &o.database)?;
                 // Creating an existing database keeps its retention (as
                 // InfluxDB's CREATE DATABASE does).
@@ -257,122 +267,136 @@ impl Inner {
                 }
                 Ok(())
             }
-            storage_op::Op::SetRetention(o) => {
+            Op::SetRetention(o) => {
                 self.ensure_database(conn, st, &o.database)?;
                 self.write_retention(conn, st, &o.database, o.retention_ns, index)
             }
-            storage_op::Op::DropDatabase(o) => {
+            Op::DropDatabase(o) => {
                 conn.execute(&format!(
                     "DROP DATABASE IF EXISTS {} SYNC",
-                    layout::ident(&layout::data_db(st.shard, &o.database))
+                    layout::ident(&layout::data_db(st.shard(), &o.database))
                 ))?;
-                st.databases.lock().remove(&o.database);
-                st.tables.lock().retain(|t, _| t.database != o.database);
-                st.catalog.write().forget(|t| t.database != o.database);
+                st.lock_databases().remove(&o.database);
+                st.lock_tables().retain(|t, _| t.database != o.database);
+                st.write_catalog().forget(|t| t.database != o.database);
                 Ok(())
             }
-            storage_op::Op::DropMeasurement(o) => {
-                let Some(chdb) = self.chdb_of(st, &o.database) else {
-                    return Ok(());
-                };
-                let id = TableId::new(&o.database, &o.measurement);
-                conn.execute(&format!(
-                    "DROP TABLE IF EXISTS {} SYNC",
-                    layout::qualified(&chdb, &o.measurement)
-                ))?;
-                st.tables.lock().remove(&id);
-                st.catalog.write().forget(|t| *t != id);
-                let series = format!(
-                    "SELECT series_id FROM {} WHERE measurement = {}",
-                    layout::qualified(&chdb, SERIES_TABLE),
-                    layout::literal(&o.measurement)
-                );
-                conn.execute(&format!(
-                    "DELETE FROM {} WHERE series_id IN ({series})",
-                    layout::qualified(&chdb, SAMPLES_TABLE)
-                ))?;
-                conn.execute(&format!(
-                    "DELETE FROM {} WHERE measurement = {}",
-                    layout::qualified(&chdb, SERIES_TABLE),
-                    layout::literal(&o.measurement)
-                ))
-            }
-            storage_op::Op::DeletePoints(o) => {
-                let Some(chdb) = self.chdb_of(st, &o.database) else {
-                    return Ok(());
-                };
-                let mut series_where = Vec::new();
-                if !o.measurement.is_empty() {
-                    series_where.push(format!("measurement = {}", layout::literal(&o.measurement)));
-                }
-                if let Some(p) = &o.predicate {
-                    series_where.push(predicate_sql(p).map_err(|m| EngineError::Sql {
-                        context: "tag predicate".into(),
-                        message: m,
-                    })?);
-                }
-                let series_cond = if series_where.is_empty() {
-                    "1".to_string()
-                } else {
-                    series_where.join(" AND ")
-                };
-                // Materialized once: the points' condition must not change
-                // while `_series` rows are deleted below.
-                let ids_sql = format!(
-                    "SELECT DISTINCT series_id FROM {} WHERE {series_cond} ORDER BY series_id",
-                    layout::qualified(&chdb, SERIES_TABLE)
-                );
-                let ids: Vec<u64> = conn
-                    .query(&ids_sql)?
-                    .iter()
-                    .flat_map(|b| crate::columns::u64s(b, 0))
-                    .collect();
-                if ids.is_empty() {
-                    return Ok(());
-                }
-                let id_list = ids.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
-                let time_cond = if o.drop_series {
-                    String::new()
-                } else {
-                    format!(
-                        " AND time >= fromUnixTimestamp64Nano(toInt64({})) AND time <= fromUnixTimestamp64Nano(toInt64({}))",
-                        o.min_time_ns, o.max_time_ns
-                    )
-                };
-                let tables: Vec<String> = {
-                    let t = st.tables.lock();
-                    let mut v: Vec<String> = t
-                        .keys()
-                        .filter(|t| {
-                            t.database == o.database
-                                && (o.measurement.is_empty()
-                                    || t.table == o.measurement
-                                    || t.table == SAMPLES_TABLE)
-                        })
-                        .map(|t| t.table.clone())
-                        .collect();
-                    v.sort();
-                    v
-                };
-                for table in tables {
-                    conn.execute(&format!(
-                        "DELETE FROM {} WHERE series_id IN ({id_list}){time_cond}",
-                        layout::qualified(&chdb, &table)
-                    ))?;
-                }
-                if o.drop_series {
-                    conn.execute(&format!(
-                        "DELETE FROM {} WHERE series_id IN ({id_list})",
-                        layout::qualified(&chdb, SERIES_TABLE)
-                    ))?;
-                }
-                Ok(())
-            }
+            Op::DropMeasurement(o) => self.drop_measurement(conn, st, o),
+            Op::DeletePoints(o) => self.delete_points(conn, st, o),
         }
     }
 
+    fn drop_measurement(
+        &self,
+        conn: &mut Conn,
+        st: &ShardState,
+        o: &shardhouse_common::proto::DropMeasurement,
+    ) -> Result<()> {
+        let Some(chdb) = self.chdb_of(st, &o.database) else {
+            return Ok(());
+        };
+        let id = TableId::new(&o.database, &o.measurement);
+        conn.execute(&format!(
+            "DROP TABLE IF EXISTS {} SYNC",
+            layout::qualified(&chdb, &o.measurement)
+        ))?;
+        st.lock_tables().remove(&id);
+        st.write_catalog().forget(|t| *t != id);
+        let series = format!(
+            "SELECT series_id FROM {} WHERE measurement = {}",
+            layout::qualified(&chdb, SERIES_TABLE),
+            layout::literal(&o.measurement)
+        );
+        conn.execute(&format!(
+            "DELETE FROM {} WHERE series_id IN ({series})",
+            layout::qualified(&chdb, SAMPLES_TABLE)
+        ))?;
+        conn.execute(&format!(
+            "DELETE FROM {} WHERE measurement = {}",
+            layout::qualified(&chdb, SERIES_TABLE),
+            layout::literal(&o.measurement)
+        ))
+    }
+
+    fn delete_points(
+        &self,
+        conn: &mut Conn,
+        st: &ShardState,
+        o: &shardhouse_common::proto::DeletePoints,
+    ) -> Result<()> {
+        let Some(chdb) = self.chdb_of(st, &o.database) else {
+            return Ok(());
+        };
+        let mut series_where = Vec::new();
+        if !o.measurement.is_empty() {
+            series_where.push(format!("measurement = {}", layout::literal(&o.measurement)));
+        }
+        if let Some(p) = &o.predicate {
+            series_where.push(predicate_sql(p).map_err(|m| EngineError::Sql {
+                context: "tag predicate".into(),
+                message: m,
+            })?);
+        }
+        let series_cond = if series_where.is_empty() {
+            "1".to_string()
+        } else {
+            series_where.join(" AND ")
+        };
+        // Materialized once: the points' condition must not change
+        // while `_series` rows are deleted below.
+        let ids_sql = format!(
+            "SELECT DISTINCT series_id FROM {} WHERE {series_cond} ORDER BY series_id",
+            layout::qualified(&chdb, SERIES_TABLE)
+        );
+        let ids: Vec<u64> = conn
+            .query(&ids_sql)?
+            .iter()
+            .flat_map(|b| crate::columns::u64s(b, 0))
+            .collect();
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let id_list = ids.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
+        let time_cond = if o.drop_series {
+            String::new()
+        } else {
+            format!(
+                " AND time >= fromUnixTimestamp64Nano(toInt64({})) AND time <= fromUnixTimestamp64Nano(toInt64({}))",
+                o.min_time_ns, o.max_time_ns
+            )
+        };
+        let tables: Vec<String> = {
+            let t = st.lock_tables();
+            let mut v: Vec<String> = t
+                .keys()
+                .filter(|t| {
+                    t.database == o.database
+                        && (o.measurement.is_empty()
+                            || t.table == o.measurement
+                            || t.table == SAMPLES_TABLE)
+                })
+                .map(|t| t.table.clone())
+                .collect();
+            v.sort();
+            v
+        };
+        for table in tables {
+            conn.execute(&format!(
+                "DELETE FROM {} WHERE series_id IN ({id_list}){time_cond}",
+                layout::qualified(&chdb, &table)
+            ))?;
+        }
+        if o.drop_series {
+            conn.execute(&format!(
+                "DELETE FROM {} WHERE series_id IN ({id_list})",
+                layout::qualified(&chdb, SERIES_TABLE)
+            ))?;
+        }
+        Ok(())
+    }
+
     fn chdb_of(&self, st: &ShardState, database: &str) -> Option<String> {
-        st.databases.lock().get(database).map(|d| d.chdb.clone())
+        st.lock_databases().get(database).map(|d| d.chdb.clone())
     }
 
     fn write_retention(
@@ -395,7 +419,7 @@ impl Inner {
             ],
         )?;
         conn.ingest(&chdb, DATABASE_TABLE, schema, vec![batch])?;
-        if let Some(d) = st.databases.lock().get_mut(database) {
+        if let Some(d) = st.lock_databases().get_mut(database) {
             d.retention_ns = retention_ns;
         }
         Ok(())
@@ -407,12 +431,10 @@ impl Inner {
         let now_ns = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as i64);
-        let shards: Vec<Arc<ShardState>> = self.shards.read().values().cloned().collect();
         let mut dropped = 0;
-        for st in shards {
+        for st in self.shards.all() {
             let dbs: Vec<(String, DatabaseState)> = st
-                .databases
-                .lock()
+                .lock_databases()
                 .iter()
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
@@ -422,7 +444,7 @@ impl Inner {
                     continue;
                 }
                 let cutoff = expired_before(now_ns, retention);
-                let _g = st.flush_lock.lock();
+                let _flushes = st.lock_flushes();
                 let mut conn = self.pool.get();
                 let parts = conn.query(&format!(
                     "SELECT DISTINCT table, partition_id FROM system.parts \
@@ -444,7 +466,7 @@ impl Inner {
                         ))?;
                         dropped += 1;
                         crate::metrics::RETENTION_PARTITIONS_DROPPED.inc();
-                        tracing::info!(shard = st.shard, database = %name, table = %table, partition = %id,
+                        tracing::info!(shard = st.shard(), database = %name, table = %table, partition = %id,
                             "retention dropped an expired day");
                     }
                 }
@@ -479,11 +501,6 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
     let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
     (if m <= 2 { y + 1 } else { y }, m, d)
-}
-
-/// How often the ticker looks for expired partitions, at least.
-pub(crate) fn retention_period(cfg: Duration) -> Duration {
-    cfg.max(Duration::from_millis(100))
 }
 
 #[cfg(test)]

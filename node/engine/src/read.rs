@@ -1,7 +1,6 @@
 //! Users' queries against one shard: read-only, one statement, no way out
 //! of the shard's data (read_guard.rs), times in UTC.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use arrow_array::{ArrayRef, RecordBatch, StringArray};
@@ -73,8 +72,8 @@ impl Engine {
     ) -> Result<Vec<RecordBatch>> {
         // Applied rows count even before their first flush creates the
         // tables, as they do for reads.
-        let fields = match self.inner.shards.read().get(&shard) {
-            Some(st) => st.catalog.read().fields_of(database, table),
+        let fields = match self.inner.shards.get(shard) {
+            Some(st) => st.read_catalog().fields_of(database, table),
             None => Vec::new(),
         };
         let column = |f: &dyn Fn(&(String, String, crate::layout::FieldType)) -> &str| {
@@ -106,7 +105,7 @@ impl Engine {
         database: &str,
         formatted: &str,
     ) -> Result<Vec<RecordBatch>> {
-        let st = self.inner.shards.read().get(&shard).cloned();
+        let st = self.inner.shards.get(shard);
         if let Some(st) = &st {
             self.inner.refuse_damaged(st)?;
             // A flush another thread has taken the buffer for must finish
@@ -115,15 +114,15 @@ impl Engine {
             // the schema or of idle tables (a dashboard refreshing) make no
             // parts of their own.
             let reads_buffered = {
-                let _in_flight = st.flush_lock.lock();
-                let buf = st.buf.lock();
+                let _in_flight = st.lock_flushes();
+                let buf = st.lock_buf();
                 let mut buffered = buf.tables.keys().filter(|t| t.database == database);
                 // The engine's own tables (`system.columns`) and a database
                 // not created yet see buffered tables only once flushed.
                 let first = buffered.next();
                 first.is_some()
                     && (mentions(formatted, "system")
-                        || !st.databases.lock().contains_key(database)
+                        || !st.lock_databases().contains_key(database)
                         || first
                             .into_iter()
                             .chain(buffered)
@@ -141,12 +140,7 @@ impl Engine {
                 .iter()
                 .find(|t| t.database == database && mentions(formatted, &t.table))
             {
-                let error = st
-                    .failing
-                    .lock()
-                    .as_ref()
-                    .map(|f| f.report(shard).error)
-                    .unwrap_or_default();
+                let error = st.flush_failure().map(|f| f.error).unwrap_or_default();
                 return Err(EngineError::TableUnavailable {
                     shard,
                     table: t.to_string(),
@@ -155,8 +149,7 @@ impl Engine {
             }
         }
         let exists = st.as_ref().is_some_and(|st| {
-            st.created.load(Ordering::Acquire)
-                && (database.is_empty() || st.databases.lock().contains_key(database))
+            st.is_created() && (database.is_empty() || st.lock_databases().contains_key(database))
         });
         // Nothing to read yet: the router treats this as "no rows here".
         if !exists {

@@ -2,14 +2,13 @@
 //! and import (Raft snapshots for lagging or new replicas) and dropping a
 //! shard's copy.
 
-use std::sync::atomic::Ordering;
-
 use crate::columns::align_all;
-use crate::engine::{Engine, Inner, ShardState};
+use crate::engine::{Engine, Inner};
 use crate::error::EngineError;
 use crate::error::Result;
 use crate::layout::{self, FieldType, TableId, DATABASE_TABLE, SERIES_TABLE};
 use crate::pool::Conn;
+use crate::shard_state::ShardState;
 use crate::tag_index;
 use crate::{flush, ipc, metrics, snapshot};
 
@@ -23,19 +22,19 @@ impl Engine {
         // A damaged copy must not seed another replica.
         self.inner.refuse_damaged(&st)?;
         self.inner.flush_shard(&st, true)?;
-        let _g = st.flush_lock.lock();
-        let index = st.flushed.load(Ordering::Acquire);
+        let _flushes = st.lock_flushes();
+        let index = st.flushed();
         let mut tables = Vec::new();
-        if st.created.load(Ordering::Acquire) {
+        if st.is_created() {
             let mut conn = self.inner.pool.get();
             let cols: Vec<(TableId, Vec<(String, FieldType)>)> = {
-                let t = st.tables.lock();
+                let t = st.lock_tables();
                 let mut v: Vec<_> = t.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
                 v.sort_by(|a, b| a.0.cmp(&b.0));
                 v
             };
             let databases: Vec<(String, String)> = {
-                let d = st.databases.lock();
+                let d = st.lock_databases();
                 let mut v: Vec<_> = d.iter().map(|(k, v)| (k.clone(), v.chdb.clone())).collect();
                 v.sort();
                 v
@@ -77,8 +76,8 @@ impl Engine {
     pub fn import_shard(&self, shard: u32, flushed_index: u64, data: &[u8]) -> Result<()> {
         let tables = snapshot::decode(shard, data)?;
         let st = self.inner.shard_state(shard);
-        let _g = st.flush_lock.lock();
-        let dropped = std::mem::take(&mut *st.buf.lock());
+        let _flushes = st.lock_flushes();
+        let dropped = std::mem::take(&mut *st.lock_buf());
         metrics::PENDING_ROWS.sub(dropped.rows as i64);
         st.clear_failing();
         let mut conn = self.inner.pool.get();
@@ -97,7 +96,7 @@ impl Engine {
                     let r = batches
                         .last()
                         .and_then(|b| crate::columns::i64s(b, 1).last().copied());
-                    if let (Some(r), Some(d)) = (r, st.databases.lock().get_mut(&id.database)) {
+                    if let (Some(r), Some(d)) = (r, st.lock_databases().get_mut(&id.database)) {
                         d.retention_ns = r;
                     }
                 }
@@ -106,7 +105,7 @@ impl Engine {
             layout::validate_table(&id.table)?;
             let fields = layout::batch_fields(&id.table, &schema)?;
             {
-                let mut cat = st.catalog.write();
+                let mut cat = st.write_catalog();
                 for (f, t) in &fields {
                     cat.insert(&id, f, *t);
                 }
@@ -117,25 +116,25 @@ impl Engine {
             flush::ingest_concat(&mut conn, &chdb, &id.table, &tschema, &aligned)?;
         }
         self.inner.sync_parts()?;
-        flush::write_flushed(&mut conn, &st.db, flushed_index)?;
-        st.flushed.store(flushed_index, Ordering::Release);
-        st.applied.store(flushed_index, Ordering::Release);
+        flush::write_flushed(&mut conn, st.db(), flushed_index)?;
+        st.set_flushed(flushed_index);
+        st.set_applied(flushed_index);
         self.inner.clear_damage(&st);
         Ok(())
     }
 
     /// Deletes a shard's data and buffers on this node.
     pub fn drop_shard(&self, shard: u32) -> Result<()> {
-        let Some(st) = self.inner.shards.read().get(&shard).cloned() else {
+        let Some(st) = self.inner.shards.get(shard) else {
             return Ok(());
         };
-        let _g = st.flush_lock.lock();
-        let dropped = std::mem::take(&mut *st.buf.lock());
+        let _flushes = st.lock_flushes();
+        let dropped = std::mem::take(&mut *st.lock_buf());
         metrics::PENDING_ROWS.sub(dropped.rows as i64);
         st.clear_failing();
         self.inner
             .drop_shard_storage(&mut self.inner.pool.get(), &st)?;
-        self.inner.shards.write().remove(&shard);
+        self.inner.shards.remove(shard);
         Ok(())
     }
 }
@@ -144,14 +143,14 @@ impl Inner {
     /// Drops every chDB database of a shard (its own and its databases')
     /// and forgets what the shard knew about them. Caller holds the flush lock.
     pub(crate) fn drop_shard_storage(&self, conn: &mut Conn, st: &ShardState) -> Result<()> {
-        let prefix = format!("{}\\_%", st.db);
+        let prefix = format!("{}\\_%", st.db());
         let batches = conn.query(&format!(
             "SELECT name FROM system.databases WHERE name LIKE {}",
             layout::literal(&prefix)
         ))?;
         for b in &batches {
             for db in crate::columns::strings(b, 0) {
-                if layout::parse_data_db(&db) == Some(st.shard) {
+                if layout::parse_data_db(&db) == Some(st.shard()) {
                     conn.execute(&format!(
                         "DROP DATABASE IF EXISTS {} SYNC",
                         layout::ident(&db)
@@ -161,13 +160,13 @@ impl Inner {
         }
         conn.execute(&format!(
             "DROP DATABASE IF EXISTS {} SYNC",
-            layout::ident(&st.db)
+            layout::ident(st.db())
         ))?;
-        st.created.store(false, Ordering::Release);
-        st.tables.lock().clear();
-        st.databases.lock().clear();
-        st.catalog.write().clear();
-        st.known_series.lock().clear();
+        st.set_created(false);
+        st.lock_tables().clear();
+        st.lock_databases().clear();
+        st.write_catalog().clear();
+        st.lock_known_series().clear();
         Ok(())
     }
 }

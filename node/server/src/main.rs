@@ -35,8 +35,8 @@ async fn shutdown_signal() {
 
 fn main() -> anyhow::Result<()> {
     // Before any other thread exists: the engine's zone is UTC whatever
-    // the machine's (see shardhouse_engine::engine::pin_utc).
-    shardhouse_engine::engine::pin_utc();
+    // the machine's (see shardhouse_engine::pin_utc).
+    shardhouse_engine::pin_utc();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
