@@ -150,7 +150,8 @@ start_tools
 stage "commit subjects" check_commit_subjects
 stage "cargo fmt --check" cargo fmt --all -- --check
 stage "cargo clippy -D warnings" cargo clippy --release --workspace --all-targets -- -D warnings
-stage "module cycles" python3 scripts/check-module-cycles.py --self-test router/src common/src
+stage "module cycles" python3 scripts/check-module-cycles.py --self-test router/src common/src \
+  node/engine/src node/wal/src node/server/src
 stage "cargo build (binaries, tests, examples)" \
   cargo build --release --workspace --bins --tests --examples
 stage "test tools (waiting for the background build)" wait_tools
