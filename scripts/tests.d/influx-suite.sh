@@ -11,7 +11,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-MIN_PASSED=705
+# 705 passed on 2026-11-27 (3 nodes, RF=3); the threshold sits 1% below so
+# that one case slowed by a busy machine does not fail CI, while any real
+# regression of a statement family (several cases each) still does.
+MIN_PASSED=698
 
 BIN=${SHARDHOUSE_BIN:-${CARGO_TARGET_DIR:-${SHARDHOUSE_CACHE:-$HOME/.cache/shardhouse}/target}/release}
 export SHARDHOUSE_BIN=$BIN
