@@ -278,7 +278,11 @@ fn plan_expanded(
             *aux_slots = aux;
         }
     }
-    check_mixing(&fields, &slots, &plans, &outputs)?;
+    // A measurement no shard knows has no field types: InfluxDB answers it
+    // with no series, not with the tags-only error.
+    if !schema.fields.is_empty() || schema.samples {
+        check_mixing(&fields, &slots, &plans, &outputs)?;
+    }
     Ok(Planned {
         fields,
         slots,
@@ -530,6 +534,15 @@ mod tests {
         assert_eq!(
             plan("SELECT host FROM m", &s).err().unwrap(),
             "statement must have at least one field in select clause"
+        );
+        let unknown = Schema {
+            per_shard: Default::default(),
+            fields: Default::default(),
+            samples: false,
+        };
+        assert!(
+            plan("SELECT usage FROM nosuchmeasurement", &unknown).is_ok(),
+            "a measurement no shard knows is answered with no series"
         );
     }
 }
