@@ -278,11 +278,7 @@ fn plan_expanded(
             *aux_slots = aux;
         }
     }
-    // A measurement no shard knows has no field types: InfluxDB answers it
-    // with no series, not with the tags-only error.
-    if !schema.fields.is_empty() || schema.samples {
-        check_mixing(&fields, &slots, &plans, &outputs)?;
-    }
+    check_mixing(&fields, &slots, &plans, &outputs, !schema.samples)?;
     Ok(Planned {
         fields,
         slots,
@@ -320,6 +316,7 @@ fn check_mixing(
     slots: &[Slot],
     plans: &[Plan],
     outputs: &[Output],
+    types_known: bool,
 ) -> StmtResult<()> {
     let distinct = fields
         .iter()
@@ -339,7 +336,10 @@ fn check_mixing(
             matches!(slots[*slot], Slot::Sql(_))
         }
     });
-    if !plans.is_empty() && !reads_field {
+    // Without a table (a Prometheus metric, or a measurement no shard
+    // knows) a name that is not `value` may be a label or nothing: InfluxDB
+    // answers an unknown measurement with no series, not this error.
+    if types_known && !plans.is_empty() && !reads_field {
         return Err("statement must have at least one field in select clause".into());
     }
     fn bare_var(e: &Expr) -> bool {
@@ -535,10 +535,11 @@ mod tests {
             plan("SELECT host FROM m", &s).err().unwrap(),
             "statement must have at least one field in select clause"
         );
+        // What `select::schema` gives a measurement with no table.
         let unknown = Schema {
             per_shard: Default::default(),
-            fields: Default::default(),
-            samples: false,
+            fields: BTreeMap::from([("value".to_string(), "float")]),
+            samples: true,
         };
         assert!(
             plan("SELECT usage FROM nosuchmeasurement", &unknown).is_ok(),
