@@ -37,6 +37,14 @@ fn prom_error(e: &shardhouse_promql::Error) -> Response {
     json(status, body)
 }
 
+/// A 200 with the encoded body, or Prometheus's error answer.
+fn answer(res: shardhouse_promql::Result<String>) -> Response {
+    match res {
+        Ok(body) => json(200, body),
+        Err(e) => prom_error(&e),
+    }
+}
+
 /// The engine, configured once from the environment:
 /// `SHARDHOUSE_PROMQL_MAX_SAMPLES` (Prometheus's `--query.max-samples`,
 /// default 50,000,000), `SHARDHOUSE_PROMQL_LOOKBACK_MS` (default 5
@@ -129,10 +137,7 @@ pub(crate) async fn query(
             .await
     }
     .await;
-    match res {
-        Ok(v) => json(200, api::success_body(&v, &[])),
-        Err(e) => prom_error(&e),
-    }
+    answer(res.map(|v| api::success_body(&v, &[])))
 }
 
 pub(crate) async fn query_range(
@@ -153,10 +158,7 @@ pub(crate) async fn query_range(
             .await
     }
     .await;
-    match res {
-        Ok(v) => json(200, api::success_body(&v, &[])),
-        Err(e) => prom_error(&e),
-    }
+    answer(res.map(|v| api::success_body(&v, &[])))
 }
 
 /// `start`/`end` of the metadata endpoints; absent means all time.
@@ -215,10 +217,7 @@ pub(crate) async fn series(
         Ok(all.into_iter().take(max).collect::<Vec<_>>())
     }
     .await;
-    match res {
-        Ok(v) => json(200, api::series_body(&v)),
-        Err(e) => prom_error(&e),
-    }
+    answer(res.map(|v| api::series_body(&v)))
 }
 
 async fn names_or_values(
@@ -240,10 +239,7 @@ async fn names_or_values(
         Ok::<_, shardhouse_promql::Error>(v)
     }
     .await;
-    match res {
-        Ok(v) => json(200, api::labels_body(&v)),
-        Err(e) => prom_error(&e),
-    }
+    answer(res.map(|v| api::labels_body(&v)))
 }
 
 pub(crate) async fn labels(
@@ -309,8 +305,5 @@ pub(crate) async fn format_query(
         Ok(x) => x,
         Err(resp) => return resp,
     };
-    match api::format_query(params.get("query").unwrap_or("")) {
-        Ok(b) => json(200, b),
-        Err(e) => prom_error(&e),
-    }
+    answer(api::format_query(params.get("query").unwrap_or("")))
 }
