@@ -157,7 +157,7 @@ pub fn buildinfo() -> String {
 
 /// `/api/v1/format_query`: the query pretty-printed.
 pub fn format_query(query: &str) -> Result<String, Error> {
-    let expr = crate::engine::parse(query)?;
+    let expr = crate::engine::parse_query_param(query)?;
     Ok(format!(
         "{{\"status\":\"success\",\"data\":{}}}",
         json_str(&expr.prettify())

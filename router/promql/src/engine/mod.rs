@@ -83,6 +83,15 @@ pub fn parse(query: &str) -> Result<parser::Expr> {
     parser::parse(query).map_err(|e| Error::BadData(parse_error_text(query, &e)))
 }
 
+/// Parses the `query` parameter of the HTTP API: Prometheus's API answers a
+/// parse error there as `invalid parameter "query": <line:col: ...>`.
+pub fn parse_query_param(query: &str) -> Result<parser::Expr> {
+    parse(query).map_err(|e| match e {
+        Error::BadData(m) => Error::BadData(format!("invalid parameter \"query\": {m}")),
+        other => other,
+    })
+}
+
 /// Prometheus prefixes parse errors with `line:column: parse error: `.
 /// The parser gives its message without a position, so the position is
 /// found from the message: the end of the input for what is left open, the
@@ -137,7 +146,7 @@ impl Engine {
         query: &str,
         time_ms: i64,
     ) -> Result<QueryValue> {
-        let expr = parse(query)?;
+        let expr = parse_query_param(query)?;
         let steps = vec![time_ms];
         let value = self.run(source, &expr, time_ms, time_ms, steps).await?;
         Ok(eval::to_instant(value, time_ms))
@@ -153,7 +162,7 @@ impl Engine {
         end_ms: i64,
         step_ms: i64,
     ) -> Result<QueryValue> {
-        let expr = parse(query)?;
+        let expr = parse_query_param(query)?;
         let kind = expr.value_type();
         if !matches!(
             kind,
@@ -237,6 +246,11 @@ mod tests {
 
     #[test]
     fn parse_errors_carry_a_position() {
+        assert_eq!(
+            parse_query_param("foo(").unwrap_err().to_string(),
+            "invalid parameter \"query\": 1:5: parse error: unclosed left parenthesis",
+            "as Prometheus 2.42's /api/v1/query answers it"
+        );
         let e = |q: &str| parse(q).unwrap_err().to_string();
         assert_eq!(e("sum(up"), "1:7: parse error: unclosed left parenthesis");
         assert_eq!(
