@@ -331,6 +331,42 @@ pub fn validate_database(name: impl AsRef<[u8]>) -> Result<(), NameError> {
     Ok(())
 }
 
+/// Separates a database from a retention policy in a storage name.
+/// InfluxDB forbids `/` in both, so no user name contains it.
+pub const POLICY_SEPARATOR: char = '/';
+
+/// The storage name of a database's retention policy that is not the
+/// database's home policy: `db/rp`. The nodes keep one storage (tables,
+/// tag index, retention) per name, so a policy's points are dropped,
+/// retained and backed up as a unit (docs/storage.md, "Retention
+/// policies").
+pub fn policy_storage(database: &str, policy: &str) -> String {
+    format!("{database}{POLICY_SEPARATOR}{policy}")
+}
+
+/// The database a storage name belongs to: `db` for `db` and `db/rp`.
+pub fn storage_database(storage: &str) -> &str {
+    storage
+        .split_once(POLICY_SEPARATOR)
+        .map_or(storage, |(db, _)| db)
+}
+
+/// A storage name as the nodes take it: a database name, or
+/// `db/rp` with both halves valid database names.
+pub fn validate_storage(name: impl AsRef<[u8]>) -> Result<(), NameError> {
+    let name = name.as_ref();
+    match std::str::from_utf8(name)
+        .ok()
+        .and_then(|s| s.split_once(POLICY_SEPARATOR))
+    {
+        Some((db, policy)) => {
+            validate_database(db)?;
+            validate_database(policy)
+        }
+        None => validate_database(name),
+    }
+}
+
 /// A 64-bit key of a database name (XXH3-64, seed 0): nodes name a
 /// shard's storage of a database after it (`shard_0007_<16 hex digits>`),
 /// so names of any bytes fit the engine's file name limits. Frozen, like
@@ -452,5 +488,18 @@ mod tests {
             "{e}"
         );
         assert_eq!(excerpt(&"y".repeat(64).into_bytes()), "y".repeat(64));
+    }
+
+    #[test]
+    fn policy_storage_names() {
+        let name = policy_storage("db0", "rp0");
+        assert_eq!(name, "db0/rp0");
+        assert_eq!(storage_database(&name), "db0");
+        assert_eq!(storage_database("db0"), "db0");
+        assert_eq!(validate_storage(&name), Ok(()));
+        assert_eq!(validate_storage("db0"), Ok(()));
+        for bad in ["/rp", "db/", "db/a/b", ""] {
+            assert!(validate_storage(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -214,6 +214,7 @@ pub fn grpc_request(points: &[Point], database: &str) -> ingest_proto::WriteRequ
                 timestamp_ns: Some(p.timestamp_ns),
             })
             .collect(),
+        retention_policy: String::new(),
     }
 }
 

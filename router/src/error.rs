@@ -32,6 +32,9 @@ pub enum Error {
     Etcd(#[from] etcd_client::Error),
     #[error("internal error: {0}")]
     Internal(String),
+    /// A write's or a statement's retention policy (InfluxDB's texts).
+    #[error("{0}")]
+    Policy(#[from] crate::policy::PolicyError),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -59,6 +62,7 @@ impl Error {
             Error::Config(s) => Error::Config(s.clone()),
             Error::Etcd(e) => Error::Internal(format!("etcd: {e}")),
             Error::Internal(s) => Error::Internal(s.clone()),
+            Error::Policy(e) => Error::Policy(e.clone()),
         }
     }
 
@@ -105,6 +109,7 @@ impl ErrorExt for Error {
                 StatusCode::Unavailable
             }
             Error::Config(_) | Error::Internal(_) => StatusCode::Internal,
+            Error::Policy(e) => policy_status(e),
         }
     }
 
@@ -113,6 +118,18 @@ impl ErrorExt for Error {
             Error::Overloaded(_, d) => Some(*d),
             _ => None,
         }
+    }
+}
+
+/// InfluxDB 1.8 answers a write to a missing policy with 500 (clients
+/// retry until it exists) and a missing database with 404.
+fn policy_status(e: &crate::policy::PolicyError) -> StatusCode {
+    use crate::policy::PolicyError as P;
+    match e {
+        P::NotFound(_) => StatusCode::Internal,
+        P::DatabaseNotFound(_) => StatusCode::NotFound,
+        P::Unavailable(_) => StatusCode::Unavailable,
+        _ => StatusCode::InvalidArgument,
     }
 }
 

@@ -39,9 +39,14 @@ impl IngestService {
             .inc_by(size as u64);
         let res = self
             .router
-            .write(endpoint, db, size, Precision::Nanosecond, |b| {
-                parse::add_grpc_points(b, &req)
-            })
+            .write(
+                endpoint,
+                db,
+                Some(req.retention_policy.as_str()),
+                size,
+                Precision::Nanosecond,
+                |b| parse::add_grpc_points(b, &req),
+            )
             .await;
         charge_write(&self.router.auth, access, &res);
         let code = |s: &Status| match s.code() {

@@ -16,10 +16,13 @@
 pub mod auth;
 pub mod cluster;
 pub mod config;
+pub mod cq;
 pub mod error;
 pub mod grpc;
 pub mod http;
+pub mod meta_kv;
 pub mod metrics;
+pub mod policy;
 pub mod read;
 pub mod routes;
 /// The `/api/v1/sql` statement check, shared with the nodes' planned reads.
@@ -105,6 +108,8 @@ pub async fn start(
         _ => None,
     };
     let router = Arc::new(state::Router::new(options.clone(), cluster)?);
+    tokio::spawn(router.policies.clone().watch());
+    tokio::spawn(cq::runner::run(router.clone()));
     // A rotated tokens Secret is picked up like a renewed certificate.
     router
         .auth

@@ -149,7 +149,23 @@ pub static TLS_EVENTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
 });
 
 /// Registers every metric so `/metrics` lists them before first use.
+pub static CQ_RUNS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    must!(register_int_counter_vec!(
+        "shardhouse_router_cq_runs_total",
+        "Continuous query windows run by this router, by result (ok, error)",
+        &["result"]
+    ))
+});
+pub static CQ_LEADER: LazyLock<IntGauge> = LazyLock::new(|| {
+    must!(register_int_gauge!(
+        "shardhouse_router_cq_leader",
+        "1 while this router holds the continuous-query lease in etcd"
+    ))
+});
+
 pub fn init() {
+    LazyLock::force(&CQ_RUNS);
+    LazyLock::force(&CQ_LEADER);
     LazyLock::force(&REQUESTS);
     LazyLock::force(&POINTS);
     LazyLock::force(&BYTES);

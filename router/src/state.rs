@@ -7,7 +7,9 @@ use crate::auth::Authorizer;
 use crate::cluster::{self, Cluster};
 use crate::config::RouterOptions;
 use crate::error::Result;
+use crate::meta_kv::MetaKv;
 use crate::metrics;
+use crate::policy::PolicyStore;
 use crate::write::batch::RequestBatch;
 use crate::write::cardinality::Cardinality;
 use crate::write::series_cache::SeriesCache;
@@ -28,6 +30,11 @@ pub struct Router {
     pub cluster: Arc<Cluster>,
     /// Tokens, roles and write rate limits.
     pub auth: Authorizer,
+    /// Metadata the routers share in etcd (policies, continuous queries).
+    pub meta: Arc<MetaKv>,
+    /// Retention policies per database (etcd, cached): which storage a
+    /// write's or a query's `rp` names.
+    pub policies: Arc<PolicyStore>,
     cardinality: Cardinality,
     /// Series earlier requests resolved; its entries say "admitted" by
     /// `cardinality`, so the two are made together and never replaced.
@@ -47,10 +54,17 @@ impl Router {
         let inflight = Arc::new(Semaphore::new(options.max_inflight_bytes));
         let cardinality = Cardinality::new(options.max_series_per_db);
         let series_cache = SeriesCache::new(options.series_cache_entries);
+        let meta = Arc::new(MetaKv::new(
+            &options.cluster,
+            options.etcd_endpoints.clone(),
+        ));
+        let policies = Arc::new(PolicyStore::new(meta.clone()));
         Ok(Router {
             options,
             cluster,
             auth,
+            meta,
+            policies,
             cardinality,
             series_cache,
             inflight,
@@ -64,12 +78,14 @@ impl Router {
         Duration::from_secs(self.options.retry_after_secs.max(1))
     }
 
-    /// Runs one write. `budget_bytes` (the body size) is held from the
-    /// router's in-flight budget until the ack. `fill` adds the points.
+    /// Runs one write into `db`'s retention policy `rp` (None: the
+    /// default). `budget_bytes` (the body size) is held from the router's
+    /// in-flight budget until the ack. `fill` adds the points.
     pub async fn write<F>(
         &self,
         endpoint: &'static str,
         db: &str,
+        rp: Option<&str>,
         budget_bytes: usize,
         precision: Precision,
         fill: F,
@@ -84,6 +100,9 @@ impl Router {
             db,
             budget_bytes,
         )?;
+        // From here on `db` is the policy's storage on the nodes.
+        let storage = self.policies.storage(db, rp)?;
+        let db = storage.as_str();
         let map = self.cluster.shard_map()?;
         let db_series = self.cardinality.db(db);
         let series_cache = self.series_cache.db(db);

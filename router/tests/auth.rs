@@ -459,6 +459,7 @@ async fn grpc_over_tls(c: &Cluster, ca_pem: &str) -> Result<()> {
         let mut req = tonic::Request::new(WriteRequest {
             database: "d".into(),
             points: vec![point.clone()],
+            ..Default::default()
         });
         req.metadata_mut()
             .insert("authorization", format!("Token {token}").parse().unwrap());

@@ -42,6 +42,20 @@ impl Stack {
         Ok(())
     }
 
+    /// An InfluxQL statement through `/query`, its JSON answer.
+    async fn influx(&self, db: &str, q: &str) -> Result<Value> {
+        let r = self
+            .http
+            .post(format!("{}/query", self.base))
+            .query(&[("db", db), ("q", q)])
+            .send()
+            .await?;
+        let status = r.status();
+        let text = r.text().await?;
+        ensure!(status == 200, "{q:?} answered {status}: {text}");
+        Ok(serde_json::from_str(&text)?)
+    }
+
     /// Rows of a SQL read through the router (every shard, one replica each).
     async fn sql(&self, db: &str, q: &str) -> Result<Vec<Value>> {
         let r = self
@@ -439,6 +453,85 @@ async fn storage_semantics_on_every_replica() -> Result<()> {
         .and_then(|l| l.iter().find(|d| d["name"] == "r"))
         .ok_or_else(|| anyhow!("{list}"))?;
     ensure!(r["retention"] == "24h0m0s", "{list}");
+
+    // 7b. Retention policies: a second policy is its own storage with
+    // its own retention on every replica; `rp=` writes to it, `db.rp.m`
+    // reads it, the default policy is untouched, and dropping the policy
+    // drops its storage.
+    for q in [
+        "CREATE DATABASE rpdb",
+        "CREATE RETENTION POLICY short ON rpdb DURATION 1h REPLICATION 1",
+    ] {
+        let answer = s.influx("rpdb", q).await?;
+        ensure!(answer["results"][0].get("error").is_none(), "{q}: {answer}");
+    }
+    let lines = format!("ret,host=a v=1 {old}\nret,host=a v=2 {}\n", now_ns());
+    let (status, body) = s.write("/write?db=rpdb&rp=short", lines.clone()).await?;
+    ensure!(status == 204, "write rp=short: {status} {body}");
+    s.write_ok("rpdb", &lines).await?;
+    s.every_replica(
+        "the 3-day-old point expired in the 1h policy",
+        "rpdb/short",
+        "SELECT count() FROM ret FINAL",
+        1,
+    )
+    .await?;
+    s.every_replica(
+        "the default policy keeps both",
+        "rpdb",
+        "SELECT count() FROM ret FINAL",
+        2,
+    )
+    .await?;
+    let short = s
+        .influx("rpdb", "SELECT count(v) FROM rpdb.short.ret")
+        .await?;
+    ensure!(
+        short["results"][0]["series"][0]["values"][0][1] == 1,
+        "{short}"
+    );
+    let autogen = s.influx("rpdb", "SELECT count(v) FROM ret").await?;
+    ensure!(
+        autogen["results"][0]["series"][0]["values"][0][1] == 2,
+        "{autogen}"
+    );
+    let shown = s.influx("rpdb", "SHOW RETENTION POLICIES ON rpdb").await?;
+    ensure!(
+        shown["results"][0]["series"][0]["values"]
+            == serde_json::json!([
+                ["autogen", "0s", "168h0m0s", 1, true],
+                ["short", "1h0m0s", "1h0m0s", 1, false]
+            ]),
+        "{shown}"
+    );
+    let (status, body) = s.write("/write?db=rpdb&rp=nope", "x v=1\n").await?;
+    ensure!(
+        status == 500 && body.contains("retention policy not found: nope"),
+        "{status} {body}"
+    );
+    let missing = s.influx("rpdb", "SELECT v FROM rpdb.nope.ret").await?;
+    ensure!(
+        missing["results"][0]["error"] == "retention policy not found: nope",
+        "{missing}"
+    );
+    let dbs = s.influx("", "SHOW DATABASES").await?;
+    ensure!(!dbs.to_string().contains("rpdb/short"), "{dbs}");
+    s.influx("rpdb", "DROP RETENTION POLICY short ON rpdb")
+        .await?;
+    s.every_replica(
+        "the dropped policy's storage is gone",
+        "rpdb/short",
+        "SELECT count() FROM ret FINAL",
+        0,
+    )
+    .await?;
+    s.every_replica(
+        "the default policy untouched",
+        "rpdb",
+        "SELECT count() FROM ret FINAL",
+        2,
+    )
+    .await?;
 
     // 8. Bad input.
     let (status, body) = s.write("/write?db=a%2Fb", "x v=1\n").await?;

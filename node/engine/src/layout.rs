@@ -145,9 +145,10 @@ pub fn is_engine_table(name: &str) -> bool {
     name.starts_with('_')
 }
 
-/// Database names: the router's rule (`shardhouse_common::names`).
+/// Storage names (a database, or `db/rp` for a retention policy): the
+/// router's rule (`shardhouse_common::names`).
 pub fn validate_database(database: &str) -> Result<()> {
-    shardhouse_common::names::validate_database(database)
+    shardhouse_common::names::validate_storage(database)
         .map_err(|e| EngineError::InvalidDatabase(e.to_string()))
 }
 

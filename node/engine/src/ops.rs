@@ -126,7 +126,7 @@ pub fn op_database(op: &StorageOp) -> Option<&str> {
 /// predicate's shape. Deterministic: every replica decides alike.
 pub fn validate_op(op: &StorageOp) -> std::result::Result<(), String> {
     let db = op_database(op).ok_or("the storage operation is empty")?;
-    shardhouse_common::names::validate_database(db).map_err(|e| e.to_string())?;
+    shardhouse_common::names::validate_storage(db).map_err(|e| e.to_string())?;
     match op.op.as_ref() {
         Some(storage_op::Op::CreateDatabase(o)) if o.retention_ns < 0 => {
             Err("retention must be 0 (keep forever) or positive".into())

@@ -40,6 +40,14 @@ pub enum Statement {
     DropSeries(SeriesFilter),
     /// `DELETE [FROM ...] [WHERE ...]` (at least one of the two).
     Delete(SeriesFilter),
+    /// `CREATE CONTINUOUS QUERY name ON db [RESAMPLE [EVERY d] [FOR d]]
+    /// BEGIN SELECT ... INTO ... GROUP BY time(..) END`.
+    CreateContinuousQuery(CreateContinuousQuery),
+    ShowContinuousQueries,
+    DropContinuousQuery {
+        name: Ident,
+        database: Ident,
+    },
     CreateRetentionPolicy(CreateRetentionPolicy),
     AlterRetentionPolicy(AlterRetentionPolicy),
     DropRetentionPolicy {
@@ -376,6 +384,18 @@ pub struct RetentionPolicyOptions {
     pub replication: Option<u64>,
     pub shard_duration: Option<i64>,
     pub name: Option<Ident>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreateContinuousQuery {
+    pub name: Ident,
+    pub database: Ident,
+    /// `RESAMPLE EVERY`: how often it runs (default: its `GROUP BY time`).
+    pub resample_every: Option<i64>,
+    /// `RESAMPLE FOR`: how far back each run recomputes (default: one
+    /// `GROUP BY time` interval).
+    pub resample_for: Option<i64>,
+    pub select: Box<SelectStatement>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -222,6 +222,31 @@ impl Display for Statement {
                 }
                 Ok(())
             }
+            Statement::CreateContinuousQuery(c) => {
+                write!(
+                    f,
+                    "CREATE CONTINUOUS QUERY {} ON {} ",
+                    quote_ident(&c.name),
+                    quote_ident(&c.database)
+                )?;
+                if c.resample_every.is_some() || c.resample_for.is_some() {
+                    f.write_str("RESAMPLE ")?;
+                    if let Some(d) = c.resample_every {
+                        write!(f, "EVERY {} ", format_duration(d))?;
+                    }
+                    if let Some(d) = c.resample_for {
+                        write!(f, "FOR {} ", format_duration(d))?;
+                    }
+                }
+                write!(f, "BEGIN {} END", c.select)
+            }
+            Statement::ShowContinuousQueries => f.write_str("SHOW CONTINUOUS QUERIES"),
+            Statement::DropContinuousQuery { name, database } => write!(
+                f,
+                "DROP CONTINUOUS QUERY {} ON {}",
+                quote_ident(name),
+                quote_ident(database)
+            ),
             Statement::DropRetentionPolicy { name, database } => write!(
                 f,
                 "DROP RETENTION POLICY {} ON {}",

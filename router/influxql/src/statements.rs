@@ -195,7 +195,10 @@ impl Parser<'_> {
             }
             "USERS" => Err(self.unsupported("SHOW USERS", start)),
             "GRANTS" => Err(self.unsupported("SHOW GRANTS", start)),
-            "CONTINUOUS" => Err(self.unsupported("SHOW CONTINUOUS QUERIES", start)),
+            "CONTINUOUS" => {
+                self.expect_keyword("QUERIES")?;
+                Ok(Statement::ShowContinuousQueries)
+            }
             "SUBSCRIPTIONS" => Err(self.unsupported("SHOW SUBSCRIPTIONS", start)),
             "SHARDS" => Err(self.unsupported("SHOW SHARDS", start)),
             "SHARD" => Err(self.unsupported("SHOW SHARD GROUPS", start)),
@@ -291,6 +294,40 @@ impl Parser<'_> {
         }))
     }
 
+    /// After `CREATE CONTINUOUS`: `QUERY name ON db [RESAMPLE [EVERY d]
+    /// [FOR d]] BEGIN select END`. The select must write somewhere (INTO)
+    /// and group by time, as InfluxDB requires.
+    fn parse_create_continuous_query(&mut self) -> Result<Statement> {
+        self.expect_keyword("QUERY")?;
+        let name = self.parse_ident()?;
+        self.expect_keyword("ON")?;
+        let database = self.parse_ident()?;
+        let (mut resample_every, mut resample_for) = (None, None);
+        if self.eat_keyword("RESAMPLE")? {
+            if self.eat_keyword("EVERY")? {
+                resample_every = Some(self.parse_duration(false)?);
+            }
+            if self.eat_keyword("FOR")? {
+                resample_for = Some(self.parse_duration(false)?);
+            }
+            if resample_every.is_none() && resample_for.is_none() {
+                let tok = self.next()?;
+                return Err(self.unexpected(&tok, &["EVERY", "FOR"]));
+            }
+        }
+        self.expect_keyword("BEGIN")?;
+        self.expect_keyword("SELECT")?;
+        let select = self.parse_select()?;
+        self.expect_keyword("END")?;
+        Ok(Statement::CreateContinuousQuery(CreateContinuousQuery {
+            name,
+            database,
+            resample_every,
+            resample_for,
+            select: Box::new(select),
+        }))
+    }
+
     fn parse_create(&mut self, start: usize) -> Result<Statement> {
         let tok = self.next()?;
         match tok.token {
@@ -332,7 +369,7 @@ impl Parser<'_> {
                 }))
             }
             Token::Keyword("USER") => Err(self.unsupported("CREATE USER", start)),
-            Token::Keyword("CONTINUOUS") => Err(self.unsupported("CREATE CONTINUOUS QUERY", start)),
+            Token::Keyword("CONTINUOUS") => self.parse_create_continuous_query(),
             Token::Keyword("SUBSCRIPTION") => Err(self.unsupported("CREATE SUBSCRIPTION", start)),
             _ => Err(self.unexpected(
                 &tok,
@@ -467,7 +504,13 @@ impl Parser<'_> {
                 Ok(Statement::DropRetentionPolicy { name, database })
             }
             Token::Keyword("USER") => Err(self.unsupported("DROP USER", start)),
-            Token::Keyword("CONTINUOUS") => Err(self.unsupported("DROP CONTINUOUS QUERY", start)),
+            Token::Keyword("CONTINUOUS") => {
+                self.expect_keyword("QUERY")?;
+                let name = self.parse_ident()?;
+                self.expect_keyword("ON")?;
+                let database = self.parse_ident()?;
+                Ok(Statement::DropContinuousQuery { name, database })
+            }
             Token::Keyword("SUBSCRIPTION") => Err(self.unsupported("DROP SUBSCRIPTION", start)),
             Token::Keyword("SHARD") => Err(self.unsupported("DROP SHARD", start)),
             _ => Err(self.unexpected(

@@ -36,6 +36,7 @@ pub fn required_role(statement: &Statement) -> Role {
         | Statement::ShowFieldKeys(_)
         | Statement::ShowSeries(_)
         | Statement::ShowRetentionPolicies { .. }
+        | Statement::ShowContinuousQueries
         | Statement::ShowCardinality(_) => Role::Read,
         Statement::CreateDatabase(_)
         | Statement::DropDatabase { .. }
@@ -44,7 +45,9 @@ pub fn required_role(statement: &Statement) -> Role {
         | Statement::Delete(_)
         | Statement::CreateRetentionPolicy(_)
         | Statement::AlterRetentionPolicy(_)
-        | Statement::DropRetentionPolicy { .. } => Role::Admin,
+        | Statement::DropRetentionPolicy { .. }
+        | Statement::CreateContinuousQuery(_)
+        | Statement::DropContinuousQuery { .. } => Role::Admin,
     }
 }
 
@@ -67,7 +70,14 @@ pub fn named_databases(statement: &Statement) -> Vec<&str> {
         Statement::Select(s) | Statement::Explain { statement: s, .. } => {
             select_sources(&s.from, &mut out)
         }
-        Statement::ShowDatabases | Statement::DropMeasurement { .. } => {}
+        Statement::ShowDatabases
+        | Statement::DropMeasurement { .. }
+        | Statement::ShowContinuousQueries => {}
+        Statement::CreateContinuousQuery(c) => {
+            out.push(&c.database);
+            select_sources(&c.select.from, &mut out);
+        }
+        Statement::DropContinuousQuery { database, .. } => out.push(database),
         Statement::ShowMeasurements(s) => out.extend(s.database.as_deref()),
         Statement::ShowTagKeys(s) => on_and_from(&s.database, &s.from, &mut out),
         Statement::ShowTagValues(s) => on_and_from(&s.database, &s.from, &mut out),

@@ -38,9 +38,10 @@ pub(crate) async fn write_msgpack(
         metrics::BYTES
             .with_label_values(&[endpoint])
             .inc_by(body.len() as u64);
-        Ok::<_, Error>((db, precision, body, access))
+        let rp = params.get("rp").filter(|r| !r.is_empty()).cloned();
+        Ok::<_, Error>((db, rp, precision, body, access))
     };
-    let (db, precision, body, access) = match prep.await {
+    let (db, rp, precision, body, access) = match prep.await {
         Ok(x) => x,
         Err(e) => return error_response(endpoint, &e),
     };
@@ -49,7 +50,7 @@ pub(crate) async fn write_msgpack(
         Err(e) => return error_response(endpoint, &e),
     };
     let res = r
-        .write(endpoint, &db, body.len(), precision, |b| {
+        .write(endpoint, &db, rp.as_deref(), body.len(), precision, |b| {
             parse::add_msgpack(b, &points, precision)
         })
         .await;

@@ -41,16 +41,22 @@ pub(crate) async fn write_prom(
             .with_label_values(&[endpoint])
             .inc_by(compressed.len() as u64);
         let req = parse::remote_write_request(&compressed, limit)?;
-        Ok::<_, Error>((db, req, compressed.len(), access))
+        let rp = params.get("rp").filter(|r| !r.is_empty()).cloned();
+        Ok::<_, Error>((db, rp, req, compressed.len(), access))
     };
-    let (db, req, size, access) = match prep.await {
+    let (db, rp, req, size, access) = match prep.await {
         Ok(x) => x,
         Err(e) => return error_response(endpoint, &e),
     };
     let res = r
-        .write(endpoint, &db, size, Precision::Millisecond, |b| {
-            parse::add_remote_write(b, &req)
-        })
+        .write(
+            endpoint,
+            &db,
+            rp.as_deref(),
+            size,
+            Precision::Millisecond,
+            |b| parse::add_remote_write(b, &req),
+        )
         .await;
     charge_write(&r.auth, access, &res);
     write_response(endpoint, "sample", res, started)

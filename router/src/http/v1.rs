@@ -42,32 +42,47 @@ pub(super) async fn write_lines(
     let prep = async {
         let params = parse_params(query.as_deref())?;
         let token = presented_token(&headers, v1.then_some(&params));
-        let named = params.get(if v1 { "db" } else { "bucket" });
-        let access = admit_write(&r.auth, token.as_deref(), named.map_or("", String::as_str))?;
-        let db = if v1 {
-            params
-                .get("db")
-                .filter(|d| !d.is_empty())
-                .ok_or_else(|| Error::BadRequest("database is required: add ?db=<name>".into()))?
+        // v1 names `db` and `rp`; v2 a bucket `db/rp` (rp optional), as
+        // InfluxDB 1.8's v2 compatibility API maps it.
+        let (db, rp) = if v1 {
+            let db = params.get("db").filter(|d| !d.is_empty());
+            (
+                db.cloned(),
+                params.get("rp").filter(|r| !r.is_empty()).cloned(),
+            )
         } else {
-            params
-                .get("bucket")
-                .filter(|d| !d.is_empty())
-                .ok_or_else(|| Error::BadRequest("bucket is required: add ?bucket=<name>".into()))?
+            match params.get("bucket").filter(|b| !b.is_empty()) {
+                None => (None, None),
+                Some(b) => match b.split_once('/') {
+                    Some((db, rp)) => (
+                        Some(db.to_owned()),
+                        Some(rp.to_owned()).filter(|r| !r.is_empty()),
+                    ),
+                    None => (Some(b.clone()), None),
+                },
+            }
         };
+        let access = admit_write(&r.auth, token.as_deref(), db.as_deref().unwrap_or(""))?;
+        let db = db.ok_or_else(|| {
+            Error::BadRequest(if v1 {
+                "database is required: add ?db=<name>".into()
+            } else {
+                "bucket is required: add ?bucket=<name>".into()
+            })
+        })?;
         let precision = precision_param(&params, v1)?;
         let body = read_body(&headers, body, r.options.max_body_bytes).await?;
         metrics::BYTES
             .with_label_values(&[endpoint])
             .inc_by(body.len() as u64);
-        Ok::<_, Error>((db.clone(), precision, body, access))
+        Ok::<_, Error>((db, rp, precision, body, access))
     };
-    let (db, precision, body, access) = match prep.await {
+    let (db, rp, precision, body, access) = match prep.await {
         Ok(x) => x,
         Err(e) => return error_response(endpoint, &e),
     };
     let res = r
-        .write(endpoint, &db, body.len(), precision, |b| {
+        .write(endpoint, &db, rp.as_deref(), body.len(), precision, |b| {
             b.add_line_protocol(&body)
         })
         .await;
@@ -139,6 +154,10 @@ async fn answer(
     let ctx = Ctx {
         router: r,
         database,
+        retention_policy: params
+            .get("rp")
+            .map(String::as_str)
+            .filter(|r| !r.is_empty()),
         now: SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as i64),

@@ -160,6 +160,7 @@ async fn msgpack_prometheus_and_grpc_writes_reach_the_nodes() {
         .write(ip::WriteRequest {
             database: "d".into(),
             points: vec![point(1.0), point(2.0)],
+            ..Default::default()
         })
         .await
         .unwrap();
@@ -168,10 +169,12 @@ async fn msgpack_prometheus_and_grpc_writes_reach_the_nodes() {
         ip::WriteRequest {
             database: "d".into(),
             points: vec![point(3.0)],
+            ..Default::default()
         },
         ip::WriteRequest {
             database: "d".into(),
             points: vec![point(4.0), point(5.0)],
+            ..Default::default()
         },
     ];
     let r = client.write_stream(tokio_stream::iter(msgs)).await.unwrap();
@@ -183,6 +186,7 @@ async fn msgpack_prometheus_and_grpc_writes_reach_the_nodes() {
         .write(ip::WriteRequest {
             database: "d".into(),
             points: vec![point(7.0), bad],
+            ..Default::default()
         })
         .await
         .unwrap_err();

@@ -4,6 +4,17 @@
 use crate::{Invalid, Valid};
 
 pub const VALID: &[Valid] = &[
+    // ---- continuous queries ---------------------------------------------------
+    ("SHOW CONTINUOUS QUERIES", "SHOW CONTINUOUS QUERIES"),
+    (
+        r#"CREATE CONTINUOUS QUERY "cq" ON db BEGIN SELECT mean(a) INTO b FROM m GROUP BY time(1m) END"#,
+        "CREATE CONTINUOUS QUERY cq ON db BEGIN SELECT mean(a) INTO b FROM m GROUP BY time(1m) END",
+    ),
+    (
+        "create continuous query cq on db resample every 30s for 2h begin select mean(a) into rp.b from m group by time(1m), host end",
+        "CREATE CONTINUOUS QUERY cq ON db RESAMPLE EVERY 30s FOR 2h BEGIN SELECT mean(a) INTO rp.b FROM m GROUP BY time(1m), host END",
+    ),
+    ("DROP CONTINUOUS QUERY cq ON db", "DROP CONTINUOUS QUERY cq ON db"),
     // ---- what Grafana's editor and variables send ---------------------------
     ("SHOW DATABASES", "SHOW DATABASES"),
     (
@@ -211,22 +222,10 @@ pub const INVALID: &[Invalid] = &[
     ("KILL QUERY 36", "KILL QUERY is not supported", 1, 1),
     ("SHOW GRANTS FOR jdoe", "SHOW GRANTS is not supported", 1, 1),
     (
-        "SHOW CONTINUOUS QUERIES",
-        "SHOW CONTINUOUS QUERIES is not supported",
+        "CREATE CONTINUOUS QUERY cq ON db RESAMPLE BEGIN SELECT mean(a) INTO b FROM m GROUP BY time(1m) END",
+        "found BEGIN, expected EVERY, FOR",
         1,
-        1,
-    ),
-    (
-        "CREATE CONTINUOUS QUERY cq ON db BEGIN SELECT mean(a) INTO b FROM m GROUP BY time(1m) END",
-        "CREATE CONTINUOUS QUERY is not supported",
-        1,
-        1,
-    ),
-    (
-        "DROP CONTINUOUS QUERY cq ON db",
-        "DROP CONTINUOUS QUERY is not supported",
-        1,
-        1,
+        43,
     ),
     (
         "SHOW SUBSCRIPTIONS",

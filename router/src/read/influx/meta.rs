@@ -8,10 +8,8 @@
 use std::collections::BTreeMap;
 
 use shardhouse_common::names::sql_literal;
-use shardhouse_common::proto::{
-    storage_op, CreateDatabase, DropDatabase, DropMeasurement, SetRetention,
-};
-use shardhouse_eval::{Series, Value};
+use shardhouse_common::proto::{storage_op, DropMeasurement};
+use shardhouse_eval::Series;
 use shardhouse_influxql::{Statement, TagKeyMatch};
 
 use super::fetch::{self, text_at};
@@ -20,6 +18,8 @@ use super::sqlgen::Ref;
 use super::Ctx;
 
 mod cardinality;
+mod continuous;
+mod policies;
 mod series_index;
 mod storage_ops;
 
@@ -28,10 +28,7 @@ use series_index::{
     non_empty, per_measurement, push_where, push_where_with, s, string_pairs, table, tag_sql,
 };
 pub use series_index::{measurement_names, series_key};
-use storage_ops::{apply, delete, retention, valid_database};
-
-/// The one retention policy each database has.
-const AUTOGEN: &str = "autogen";
+use storage_ops::{apply, delete};
 
 /// Runs a non-`SELECT` statement.
 pub async fn run(ctx: &Ctx<'_>, stmt: &Statement) -> StmtResult<Vec<Series>> {
@@ -59,6 +56,12 @@ pub async fn run(ctx: &Ctx<'_>, stmt: &Statement) -> StmtResult<Vec<Series>> {
 }
 
 async fn run_statement(ctx: &Ctx<'_>, stmt: &Statement) -> StmtResult<Vec<Series>> {
+    if let Some(out) = policies::run(ctx, stmt).await {
+        return out;
+    }
+    if let Some(out) = continuous::run(ctx, stmt).await {
+        return out;
+    }
     match stmt {
         Statement::ShowCardinality(c) => {
             let listing = cardinality::listing(c)?;
@@ -73,35 +76,11 @@ async fn run_statement(ctx: &Ctx<'_>, stmt: &Statement) -> StmtResult<Vec<Series
                 dbs.into_iter().map(|(n, _)| vec![s(n)]).collect(),
             )])
         }
-        Statement::ShowRetentionPolicies { database } => {
-            let db = database_of(ctx, database.as_deref())?;
-            let dbs = databases(ctx).await?;
-            let Some((_, retention_ns)) = dbs.iter().find(|(n, _)| *n == db) else {
-                return Err(format!("database not found: {db}"));
-            };
-            Ok(vec![table(
-                "",
-                &[
-                    "name",
-                    "duration",
-                    "shardGroupDuration",
-                    "replicaN",
-                    "default",
-                ],
-                vec![vec![
-                    s(AUTOGEN.into()),
-                    s(crate::cluster::storage_op::format_retention(*retention_ns)),
-                    s("24h0m0s".into()),
-                    Value::Int(1),
-                    Value::Bool(true),
-                ]],
-            )])
-        }
         Statement::ShowMeasurements(m) => {
             if m.condition.as_ref().is_some_and(cardinality::mentions_time) {
                 return Err("SHOW MEASUREMENTS doesn't support time in WHERE clause".into());
             }
-            let db = database_of(ctx, m.database.as_deref())?;
+            let db = storage_of(ctx, m.database.as_deref())?;
             let mut sql = "SELECT DISTINCT measurement FROM _series".to_string();
             if let Some(c) = &m.condition {
                 if let Some(w) = tag_sql(c, ctx.now)? {
@@ -120,7 +99,7 @@ async fn run_statement(ctx: &Ctx<'_>, stmt: &Statement) -> StmtResult<Vec<Series
             Ok(non_empty(table("measurements", &["name"], rows)))
         }
         Statement::ShowTagKeys(k) => {
-            let db = database_of(ctx, k.database.as_deref())?;
+            let db = storage_of(ctx, k.database.as_deref())?;
             let mut sql = "SELECT measurement, arrayJoin(arrayMap(x -> toString(x), mapKeys(tags))) AS k FROM _series".to_string();
             push_where(&mut sql, &k.from, k.condition.as_ref(), ctx.now)?;
             sql.push_str(" GROUP BY measurement, k");
@@ -134,7 +113,7 @@ async fn run_statement(ctx: &Ctx<'_>, stmt: &Statement) -> StmtResult<Vec<Series
             ))
         }
         Statement::ShowTagValues(t) => {
-            let db = database_of(ctx, t.database.as_deref())?;
+            let db = storage_of(ctx, t.database.as_deref())?;
             let mut sql = "SELECT measurement, concat(toString(k), '\\0', v) FROM _series ARRAY JOIN mapKeys(tags) AS k, mapValues(tags) AS v".to_string();
             let key_cond = match &t.key {
                 TagKeyMatch::Eq(k) => format!("k = {}", sql_literal(k)),
@@ -178,7 +157,7 @@ async fn run_statement(ctx: &Ctx<'_>, stmt: &Statement) -> StmtResult<Vec<Series
             ))
         }
         Statement::ShowFieldKeys(f) => {
-            let db = database_of(ctx, f.database.as_deref())?;
+            let db = storage_of(ctx, f.database.as_deref())?;
             let mut out = Vec::new();
             for m in from_measurements(ctx, &db, &f.from).await? {
                 let schema = super::select::schema(ctx, &db, &m).await?;
@@ -198,7 +177,7 @@ async fn run_statement(ctx: &Ctx<'_>, stmt: &Statement) -> StmtResult<Vec<Series
             Ok(out)
         }
         Statement::ShowSeries(q) => {
-            let db = database_of(ctx, q.database.as_deref())?;
+            let db = storage_of(ctx, q.database.as_deref())?;
             let mut sql = "SELECT measurement, arrayMap(x -> toString(x), mapKeys(tags)), mapValues(tags) FROM _series".to_string();
             push_where(&mut sql, &q.from, q.condition.as_ref(), ctx.now)?;
             let keys = distinct_rows(ctx, &db, &sql, |b, row| {
@@ -217,80 +196,19 @@ async fn run_statement(ctx: &Ctx<'_>, stmt: &Statement) -> StmtResult<Vec<Series
             );
             Ok(non_empty(table("", &["key"], rows)))
         }
-        Statement::CreateDatabase(c) => {
-            let retention_ns = match c.retention_policy.as_ref().and_then(|p| p.duration) {
-                Some(d) => retention(d)?,
-                None => 0,
-            };
-            if let Some(name) = c.retention_policy.as_ref().and_then(|p| p.name.as_deref()) {
-                storage_ops::influx_valid_name(name)?;
-                if name != AUTOGEN {
-                    return Err(format!(
-                        "retention policy {name:?}: each database has one policy, {AUTOGEN}; leave NAME out"
-                    ));
-                }
-            }
-            valid_database(&c.name)?;
-            // Re-creating a database is a no-op, unless it asks for another
-            // retention than the one it has (InfluxDB's conflict).
-            if c.retention_policy
-                .as_ref()
-                .and_then(|p| p.duration)
-                .is_some()
-            {
-                let dbs = databases(ctx).await?;
-                if let Some((_, held)) = dbs.iter().find(|(n, _)| *n == c.name) {
-                    if *held != retention_ns {
-                        return Err("retention policy conflicts with an existing policy".into());
-                    }
-                }
-            }
-            let op = storage_op::Op::CreateDatabase(CreateDatabase {
-                database: c.name.clone(),
-                retention_ns,
-            });
-            apply(ctx, op).await
-        }
-        Statement::DropDatabase { name } => {
-            valid_database(name)?;
-            apply(
-                ctx,
-                storage_op::Op::DropDatabase(DropDatabase {
-                    database: name.clone(),
-                }),
-            )
-            .await
-        }
         Statement::DropMeasurement { name } => {
             let db = database_of(ctx, None)?;
-            apply(
-                ctx,
-                storage_op::Op::DropMeasurement(DropMeasurement {
-                    database: db,
+            for storage in ctx.router.policies.storages(&db) {
+                let op = storage_op::Op::DropMeasurement(DropMeasurement {
+                    database: storage,
                     measurement: name.clone(),
-                }),
-            )
-            .await
+                });
+                apply(ctx, op).await?;
+            }
+            Ok(Vec::new())
         }
         Statement::Delete(f) => delete(ctx, f, false).await,
         Statement::DropSeries(f) => delete(ctx, f, true).await,
-        Statement::AlterRetentionPolicy(a) => {
-            if a.name != AUTOGEN {
-                return Err(format!("retention policy not found: {}", a.name));
-            }
-            let Some(d) = a.duration else {
-                return Err("only DURATION can be altered (one replica count and shard duration are cluster settings)".into());
-            };
-            valid_database(&a.database)?;
-            apply(
-                ctx,
-                storage_op::Op::SetRetention(SetRetention {
-                    database: a.database.clone(),
-                    retention_ns: retention(d)?,
-                }),
-            )
-            .await
-        }
         other => Err(format!(
             "{} is not supported by Shardhouse",
             statement_name(other)
@@ -301,12 +219,19 @@ async fn run_statement(ctx: &Ctx<'_>, stmt: &Statement) -> StmtResult<Vec<Series
 fn statement_name(stmt: &Statement) -> &'static str {
     match stmt {
         Statement::Explain { .. } => "EXPLAIN",
-        Statement::CreateRetentionPolicy(_) => {
-            "CREATE RETENTION POLICY (each database has one policy, autogen: use ALTER RETENTION POLICY autogen ON <db> DURATION <d>)"
-        }
-        Statement::DropRetentionPolicy { .. } => "DROP RETENTION POLICY",
         _ => "this statement",
     }
+}
+
+/// The storage a SHOW reads: the default retention policy's of the
+/// statement's database (`ON db`, else the request's `db`), or the
+/// request's `rp`.
+fn storage_of(ctx: &Ctx<'_>, on: Option<&str>) -> StmtResult<String> {
+    let db = database_of(ctx, on)?;
+    ctx.router
+        .policies
+        .storage(&db, ctx.retention_policy)
+        .map_err(|e| e.to_string())
 }
 
 /// The statement's database: `ON db`, else the request's `db`.

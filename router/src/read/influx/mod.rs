@@ -29,6 +29,9 @@ pub struct Ctx<'a> {
     pub router: &'a Router,
     /// The request's `db` ("" when absent).
     pub database: &'a str,
+    /// The request's `rp`: the policy of measurements named without one
+    /// (None: the database's default).
+    pub retention_policy: Option<&'a str>,
     /// `now()` for every statement of the request, in nanoseconds.
     pub now: i64,
     pub deadline: Instant,

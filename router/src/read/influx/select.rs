@@ -94,6 +94,19 @@ async fn measurements(ctx: &Ctx<'_>, stmt: &SelectStatement) -> StmtResult<Vec<(
         if db.is_empty() {
             return Err("database name required".into());
         }
+        // From here on `db` is the retention policy's storage.
+        let rp = name.retention_policy.as_deref().or(ctx.retention_policy);
+        let db = match ctx.router.policies.storage(&db, rp) {
+            Ok(storage) => storage,
+            Err(e) => {
+                // A policy of a database nobody holds: InfluxDB names the
+                // database.
+                if !database_exists(ctx, &db).await? {
+                    return Err(format!("database not found: {db}"));
+                }
+                return Err(e.to_string());
+            }
+        };
         match &name.name {
             MeasurementMatch::Name(m) => out.push((db, m.clone())),
             MeasurementMatch::Regex(re) => {
@@ -143,7 +156,10 @@ pub(crate) async fn schema(ctx: &Ctx<'_>, database: &str, measurement: &str) -> 
     }
     if s.fields.is_empty() && !database_exists(ctx, database).await? {
         // InfluxDB's words: clients match on them.
-        return Err(format!("database not found: {database}"));
+        return Err(format!(
+            "database not found: {}",
+            shardhouse_common::names::storage_database(database)
+        ));
     }
     if s.fields.is_empty() {
         // No table of that name anywhere: a Prometheus metric, or nothing.

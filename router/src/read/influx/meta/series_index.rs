@@ -26,7 +26,11 @@ pub(super) async fn databases(ctx: &Ctx<'_>) -> StmtResult<Vec<(String, i64)>> {
         .databases_all()
         .await
         .map_err(|e| e.to_string())?;
-    let checks = listed.into_iter().map(|d| async move {
+    // A retention policy's own storage (`db/rp`) is not a database.
+    let listed = listed
+        .into_iter()
+        .filter(|d| !d.name.contains(shardhouse_common::names::POLICY_SEPARATOR));
+    let checks = listed.map(|d| async move {
         let answers = fetch::on_every_shard(ctx.router, &d.name, "SELECT 1", ctx.deadline).await?;
         let held = answers.iter().any(|(_, b)| !b.is_empty());
         Ok::<_, crate::error::Error>(held.then_some((d.name, d.retention_ns)))

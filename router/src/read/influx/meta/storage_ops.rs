@@ -7,9 +7,7 @@ use shardhouse_common::proto::{
 };
 use shardhouse_eval::Series;
 use shardhouse_influxql::time::{split_condition, time_range, TimeRange};
-use shardhouse_influxql::{
-    BinaryOp, Expr, Literal, MeasurementMatch, RetentionDuration, SeriesFilter, VarRef,
-};
+use shardhouse_influxql::{BinaryOp, Expr, Literal, MeasurementMatch, SeriesFilter, VarRef};
 
 use super::super::select::StmtResult;
 use super::super::Ctx;
@@ -43,17 +41,6 @@ pub(super) fn influx_valid_name(name: &str) -> StmtResult<()> {
     Ok(())
 }
 
-pub(super) fn retention(d: RetentionDuration) -> StmtResult<i64> {
-    match d {
-        RetentionDuration::Infinite => Ok(0),
-        RetentionDuration::Nanos(0) => Ok(0),
-        RetentionDuration::Nanos(n) if n < 3_600_000_000_000 => {
-            Err("retention policy duration must be at least 1h0m0s".into())
-        }
-        RetentionDuration::Nanos(n) => Ok(n),
-    }
-}
-
 /// `DELETE` / `DROP SERIES`: tags and time only, as in InfluxDB.
 pub(super) async fn delete(
     ctx: &Ctx<'_>,
@@ -80,21 +67,27 @@ pub(super) async fn delete(
             (range, parts.tags.as_ref().map(tag_expr_of).transpose()?)
         }
     };
-    let mut names: Vec<String> = Vec::new();
-    for m in &f.from {
-        match &m.name {
-            MeasurementMatch::Name(n) => names.push(n.clone()),
-            MeasurementMatch::Regex(_) => {
-                names.extend(from_measurements(ctx, &db, std::slice::from_ref(m)).await?)
+    // InfluxDB deletes from every retention policy of the database; a
+    // regex names the measurements each policy holds.
+    let mut targets = Vec::new();
+    for storage in ctx.router.policies.storages(&db) {
+        if f.from.is_empty() {
+            targets.push((storage.clone(), String::new()));
+        }
+        for m in &f.from {
+            match &m.name {
+                MeasurementMatch::Name(n) => targets.push((storage.clone(), n.clone())),
+                MeasurementMatch::Regex(_) => {
+                    for n in from_measurements(ctx, &storage, std::slice::from_ref(m)).await? {
+                        targets.push((storage.clone(), n));
+                    }
+                }
             }
         }
     }
-    if f.from.is_empty() {
-        names.push(String::new());
-    }
-    for measurement in names {
+    for (storage, measurement) in targets {
         let op = storage_op::Op::DeletePoints(DeletePoints {
-            database: db.clone(),
+            database: storage.clone(),
             measurement,
             min_time_ns: range.start,
             max_time_ns: if range.has_end() {
@@ -180,16 +173,6 @@ mod tests {
         assert_eq!((m.key.as_str(), m.value.as_str()), ("region", "^w"));
         assert_eq!(m.op, tag_match::Op::Regex as i32);
         assert!(tag_expr_of(&delete_where("value > 1")).is_err());
-    }
-
-    #[test]
-    fn retention_durations_follow_influxdb() {
-        assert_eq!(retention(RetentionDuration::Infinite), Ok(0));
-        assert!(retention(RetentionDuration::Nanos(60_000_000_000)).is_err());
-        assert_eq!(
-            retention(RetentionDuration::Nanos(86_400_000_000_000)),
-            Ok(86_400_000_000_000)
-        );
     }
 
     #[test]
