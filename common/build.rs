@@ -16,6 +16,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             &[
                 "proto/shardhouse/node.proto",
                 "proto/shardhouse/ingest.proto",
+                "proto/shardhouse/backup.proto",
                 "proto/prometheus/remote.proto",
             ],
             &["proto"],

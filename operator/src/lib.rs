@@ -6,6 +6,7 @@
 
 pub mod autoscale;
 pub mod backoff;
+pub mod backup;
 pub mod catch_up;
 pub mod controller;
 pub mod crd;

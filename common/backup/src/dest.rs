@@ -29,6 +29,21 @@ use crate::manifest::{self, Manifest};
 const MULTIPART_BYTES: u64 = 32 << 20;
 const CLUSTER_KEY: &str = "CLUSTER";
 
+/// Retries of one request. object_store's default (10 retries within
+/// 3 minutes) makes an unreachable or refusing destination look like a
+/// hang to the operator; a few quick retries still ride out a brief
+/// server hiccup, then the error names the destination.
+fn retry_config() -> object_store::RetryConfig {
+    object_store::RetryConfig {
+        backoff: object_store::BackoffConfig::default(),
+        max_retries: RETRIES,
+        retry_timeout: RETRY_TIMEOUT,
+    }
+}
+
+const RETRIES: usize = 3;
+const RETRY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
+
 /// A parsed destination URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
@@ -124,6 +139,7 @@ impl Destination {
                 path_style,
             } => {
                 let mut b = object_store::aws::AmazonS3Builder::from_env()
+                    .with_retry(retry_config())
                     .with_bucket_name(bucket)
                     .with_virtual_hosted_style_request(!path_style);
                 if let Some(e) = endpoint {

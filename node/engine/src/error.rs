@@ -76,6 +76,12 @@ pub enum EngineError {
     #[error("invalid database name: {0}")]
     InvalidDatabase(String),
 
+    #[error("restore into shard {shard} refused: {reason}; restore into an empty cluster (docs/operations.md, \"Backups\")")]
+    RestoreRefused { shard: u32, reason: String },
+
+    #[error("backup files at {path}: {reason}")]
+    BackupFiles { path: PathBuf, reason: String },
+
     #[error("the engine is shutting down; retry on another replica")]
     ShuttingDown,
 
@@ -116,7 +122,10 @@ impl ErrorExt for EngineError {
             | E::QueryRefused(_)
             | E::InvalidQuery(_)
             | E::InvalidDatabase(_)
-            | E::BadSnapshot { .. } => StatusCode::InvalidArgument,
+            | E::BadSnapshot { .. }
+            | E::BackupFiles { .. } => StatusCode::InvalidArgument,
+            // The target already holds data: nothing was changed.
+            E::RestoreRefused { .. } => StatusCode::AlreadyExists,
             // May pass, or another replica serves it.
             E::Sync { .. }
             | E::TableUnavailable { .. }

@@ -10,6 +10,7 @@
 //! async callers use `tokio::task::spawn_blocking`. See docs/storage.md.
 
 mod apply;
+pub mod backup;
 mod buffer;
 pub mod catalog;
 mod columns;

@@ -5,6 +5,7 @@
 
 pub mod admission;
 pub mod auth;
+pub mod backup;
 pub mod cluster;
 pub mod context;
 pub mod directory;

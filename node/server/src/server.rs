@@ -68,6 +68,9 @@ pub async fn run(
         tokio::task::spawn_blocking(move || {
             crate::preload::preload_chdb(engine_cfg.chdb_dir.as_deref())?;
             let engine = Engine::open(engine_cfg).map_err(NodeError::from)?;
+            if let Err(e) = engine.clear_backup_leftovers() {
+                tracing::warn!(error = %e, "cannot remove a stopped backup's files");
+            }
             // Before the WAL opens, so no read reaches a damaged part.
             if verify_parts {
                 if let Err(e) = engine.verify_parts() {
@@ -154,6 +157,7 @@ pub async fn run(
         .add_service(services::node_server(Arc::clone(&ctx)))
         .add_service(services::raft_server(Arc::clone(&ctx)))
         .add_service(services::admin_server(Arc::clone(&ctx)))
+        .add_service(crate::backup::backup_server(Arc::clone(&ctx)))
         .serve_with_incoming_shutdown(
             // tcp_nodelay above applies only to listeners tonic binds itself;
             // without it HTTP/2 frames wait on delayed ACKs (~40 ms).

@@ -1,11 +1,13 @@
 //! shardhouse-ctl: inspect and rebalance a Shardhouse cluster directly
 //! through etcd and the nodes' Admin API (no Kubernetes needed), using the
-//! same planner as the operator.
+//! same planner as the operator; backs a cluster up and restores it
+//! (`backup`, `restore`; docs/operations.md, "Backups").
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use shardhouse_common::credential::ClusterToken;
 use shardhouse_common::proto::{RebuildReplicaRequest, ShardStatesRequest};
+use shardhouse_operator::backup::{self, Knobs};
 use shardhouse_operator::rebalance::{ClusterMeta, Executor};
 use shardhouse_operator::status;
 use shardhouse_operator::{node_client, planner};
@@ -67,6 +69,76 @@ enum Command {
         #[arg(long, default_value_t = 120)]
         timeout: u64,
     },
+    /// Back the cluster up, list or delete backups.
+    Backup {
+        #[command(subcommand)]
+        command: BackupCommand,
+    },
+    /// Restore a backup into this cluster, which must be new and empty and
+    /// have the backup's shard count (any node count and rf).
+    Restore {
+        /// Destination the backup is in (directory, file:///dir or
+        /// s3://bucket/prefix?endpoint=...&region=...&path_style=true).
+        #[arg(long)]
+        from: String,
+        /// Backup id (default: the newest).
+        #[arg(long)]
+        backup: Option<String>,
+        #[command(flatten)]
+        knobs: KnobArgs,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum BackupCommand {
+    /// Back up every shard from one replica; the manifest is written last.
+    Create {
+        /// Destination (directory, file:///dir or s3://bucket/prefix?...).
+        #[arg(long)]
+        to: String,
+        /// Backup id (default: b-<UTC time>).
+        #[arg(long)]
+        id: Option<String>,
+        #[command(flatten)]
+        knobs: KnobArgs,
+    },
+    /// The backups at a destination.
+    List {
+        #[arg(long)]
+        at: String,
+    },
+    /// Delete backups by id, or keep the newest N; objects a kept backup
+    /// names are never deleted.
+    Delete {
+        #[arg(long)]
+        at: String,
+        /// Backup ids to delete.
+        #[arg(long, value_delimiter = ',', required_unless_present = "keep")]
+        id: Vec<String>,
+        /// Keep the newest N backups, delete the others.
+        #[arg(long, conflicts_with = "id")]
+        keep: Option<usize>,
+    },
+}
+
+/// How much of the cluster's I/O a backup or restore takes.
+#[derive(clap::Args, Debug)]
+struct KnobArgs {
+    /// Shards backed up or restored at once.
+    #[arg(long, default_value_t = 2)]
+    parallel_shards: usize,
+    /// Files each node transfers at once.
+    #[arg(long, default_value_t = 4)]
+    jobs: u32,
+}
+
+impl KnobArgs {
+    fn knobs(&self) -> Knobs {
+        Knobs {
+            parallel_shards: self.parallel_shards,
+            jobs: self.jobs,
+        }
+    }
 }
 
 #[tokio::main]
@@ -79,10 +151,26 @@ async fn main() -> anyhow::Result<()> {
         .init();
     let opts = Options::parse();
     let token = ClusterToken::load(opts.cluster_token_file.as_deref())?;
+    let mut out = std::io::stdout().lock();
+    // Listing and deleting need only the destination, not the cluster.
+    match &opts.command {
+        Command::Backup {
+            command: BackupCommand::List { at },
+        } => {
+            backup::list(at, &mut out).await?;
+            return Ok(());
+        }
+        Command::Backup {
+            command: BackupCommand::Delete { at, id, keep },
+        } => {
+            backup::delete(at, id, *keep, &mut out).await?;
+            return Ok(());
+        }
+        _ => {}
+    }
     let mut meta = ClusterMeta::connect(&opts.etcd, &opts.cluster)
         .await?
         .with_node_token(token);
-    let mut out = std::io::stdout().lock();
     match opts.command {
         Command::Status { json } => {
             let (map, _) = meta
@@ -182,6 +270,25 @@ async fn main() -> anyhow::Result<()> {
                 started.elapsed().as_secs_f64(),
                 exec.retries
             )?;
+        }
+        Command::Backup { command } => match command {
+            BackupCommand::Create { to, id, knobs } => {
+                backup::create(&mut meta, &to, id, &knobs.knobs(), &mut out).await?;
+            }
+            // Handled before connecting to etcd; kept for completeness.
+            BackupCommand::List { at } => {
+                backup::list(&at, &mut out).await?;
+            }
+            BackupCommand::Delete { at, id, keep } => {
+                backup::delete(&at, &id, keep, &mut out).await?;
+            }
+        },
+        Command::Restore {
+            from,
+            backup: id,
+            knobs,
+        } => {
+            backup::restore(&mut meta, &from, id, &knobs.knobs(), &mut out).await?;
         }
         Command::RebuildReplica {
             shard,

@@ -11,6 +11,7 @@ use shardhouse_engine::{Applied, Engine, EngineConfig};
 use shardhouse_test_support::arrow::scalar_u64 as scalar;
 use shardhouse_test_support::chdb_dir;
 
+mod backup;
 mod entries;
 mod field_types;
 mod flushing;

@@ -1,0 +1,464 @@
+//! `shardhouse-ctl backup create|list|delete` and `shardhouse-ctl restore`:
+//! one node call per shard (the nodes move the data), the manifest
+//! assembled and written here, last. docs/operations.md, "Backups".
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{bail, Context as _};
+use futures::StreamExt;
+use shardhouse_backup::dest::new_backup_id;
+use shardhouse_backup::{retention, Destination, Manifest, ShardManifest, Stats};
+use shardhouse_common::credential::{with_credential, ClusterToken, CredentialChannel};
+use shardhouse_common::proto::backup_client::BackupClient;
+use shardhouse_common::proto::{BackupShardRequest, DatabasesRequest, RestoreShardRequest};
+use shardhouse_common::shard_map::{NodeInfo, ShardMap};
+use tonic::transport::Endpoint;
+
+use crate::node_client::{self, CONNECT_TIMEOUT};
+use crate::rebalance::ClusterMeta;
+
+/// A shard's backup or restore may take long: bounded by this per call.
+const SHARD_CALL_TIMEOUT: Duration = Duration::from_secs(3600);
+const MAX_MESSAGE: usize = 256 << 20;
+
+/// How a backup or restore runs.
+#[derive(Debug, Clone)]
+pub struct Knobs {
+    /// Shards worked on at once (bounds the cluster-wide I/O).
+    pub parallel_shards: usize,
+    /// Files each node uploads or downloads at once.
+    pub jobs: u32,
+}
+
+async fn backup_client(
+    addr: &str,
+    token: Option<&ClusterToken>,
+) -> anyhow::Result<BackupClient<CredentialChannel>> {
+    let channel = Endpoint::from_shared(format!("http://{addr}"))?
+        .connect_timeout(CONNECT_TIMEOUT)
+        .timeout(SHARD_CALL_TIMEOUT)
+        .connect()
+        .await
+        .with_context(|| format!("cannot reach node at {addr}"))?;
+    Ok(BackupClient::new(with_credential(channel, token))
+        .max_decoding_message_size(MAX_MESSAGE)
+        .max_encoding_message_size(MAX_MESSAGE))
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Replicas to back a shard up from, best first: its leader (caught up by
+/// definition), then the other live replicas.
+pub fn backup_sources(map: &ShardMap, live: &BTreeMap<u64, NodeInfo>) -> Vec<(u32, Vec<u64>)> {
+    map.shards
+        .iter()
+        .map(|p| {
+            let mut nodes: Vec<u64> = p
+                .replicas
+                .iter()
+                .copied()
+                .filter(|n| live.contains_key(n))
+                .collect();
+            nodes.sort_by_key(|n| (*n != p.leader_hint, *n));
+            (p.shard, nodes)
+        })
+        .collect()
+}
+
+/// `bytes` as MB with one decimal.
+fn mb(bytes: u64) -> f64 {
+    bytes as f64 / 1e6
+}
+
+fn shard_line(m: &ShardManifest, secs: f64) -> String {
+    format!(
+        "shard {:>3}: node {} index {} (flushed {}) files {} (new {}) {:.1} MB (new {:.1} MB) {:.1} s",
+        m.shard,
+        m.node_id,
+        m.commit_index,
+        m.flushed_index,
+        m.stats.files,
+        m.stats.files_uploaded,
+        mb(m.stats.bytes),
+        mb(m.stats.bytes_uploaded),
+        secs
+    )
+}
+
+/// Backs up every shard; writes the manifest once all shards are stored.
+pub async fn create(
+    meta: &mut ClusterMeta,
+    url: &str,
+    id: Option<String>,
+    knobs: &Knobs,
+    out: &mut dyn Write,
+) -> anyhow::Result<Manifest> {
+    let dest = Destination::open(url)?;
+    dest.claim(&meta.cluster).await?;
+    let (map, _) = meta
+        .shard_map()
+        .await?
+        .with_context(|| format!("no shard map for cluster {:?}", meta.cluster))?;
+    let live = meta.live_nodes().await?;
+    let started_ms = now_ms();
+    let id = id.unwrap_or_else(|| new_backup_id(started_ms));
+    if dest.backup_ids().await?.contains(&id) {
+        bail!("backup {id} already exists at {url}; choose another --id");
+    }
+    writeln!(
+        out,
+        "backup {id} of cluster {} ({} shards) to {url}",
+        meta.cluster, map.shard_count
+    )?;
+    let t0 = Instant::now();
+    let token = meta.node_token.clone();
+    let sources = backup_sources(&map, &live);
+    let mut calls = futures::stream::iter(sources)
+        .map(|(shard, nodes)| {
+            let (live, token, id) = (&live, token.clone(), id.clone());
+            async move { backup_shard(shard, &nodes, live, token.as_ref(), url, &id, knobs).await }
+        })
+        .buffer_unordered(knobs.parallel_shards.max(1));
+    let mut shards = Vec::new();
+    let mut stats = Stats::default();
+    while let Some(r) = calls.next().await {
+        let (m, secs) = r?;
+        stats.add(&m.stats);
+        writeln!(out, "{}", shard_line(&m, secs))?;
+        writeln!(
+            out,
+            "progress {}/{} shards, {:.1} MB",
+            shards.len() + 1,
+            map.shard_count,
+            mb(stats.bytes)
+        )?;
+        shards.push(m);
+    }
+    shards.sort_by_key(|s| s.shard);
+    let manifest = Manifest {
+        format: shardhouse_backup::manifest::FORMAT,
+        id: id.clone(),
+        cluster: meta.cluster.clone(),
+        started_ms,
+        finished_ms: now_ms(),
+        shard_count: map.shard_count,
+        replication_factor: map.replication_factor,
+        shard_map: serde_json::to_value(&map)?,
+        shards,
+        stats,
+    };
+    dest.put_manifest(&manifest).await?;
+    complete_lines(&manifest, t0.elapsed().as_secs_f64(), out)?;
+    Ok(manifest)
+}
+
+/// The lines a finished backup ends with: totals with rates, then exact
+/// byte counts for scripts (the MB are rounded).
+fn complete_lines(manifest: &Manifest, secs: f64, out: &mut dyn Write) -> anyhow::Result<()> {
+    let (id, stats) = (&manifest.id, &manifest.stats);
+    writeln!(
+        out,
+        "backup {id} complete: {} shards, {} files, {:.1} MB, uploaded {} files {:.1} MB ({:.2}% of the bytes), {secs:.1} s, {:.1} MB/s",
+        manifest.shards.len(),
+        stats.files,
+        mb(stats.bytes),
+        stats.files_uploaded,
+        mb(stats.bytes_uploaded),
+        100.0 * stats.bytes_uploaded as f64 / stats.bytes.max(1) as f64,
+        mb(stats.bytes) / secs.max(1e-3),
+    )?;
+    writeln!(
+        out,
+        "backup {id} bytes={} uploaded_bytes={}",
+        stats.bytes, stats.bytes_uploaded
+    )?;
+    Ok(())
+}
+
+/// One shard from the first replica that manages it.
+async fn backup_shard(
+    shard: u32,
+    nodes: &[u64],
+    live: &BTreeMap<u64, NodeInfo>,
+    token: Option<&ClusterToken>,
+    url: &str,
+    id: &str,
+    knobs: &Knobs,
+) -> anyhow::Result<(ShardManifest, f64)> {
+    let mut errors = Vec::new();
+    for node in nodes {
+        let addr = &live[node].grpc_addr;
+        let reply = async {
+            backup_client(addr, token)
+                .await?
+                .backup_shard(BackupShardRequest {
+                    shard,
+                    destination: url.to_string(),
+                    backup_id: id.to_string(),
+                    jobs: knobs.jobs,
+                })
+                .await
+                .map_err(|s| anyhow::anyhow!("{}", s.message()))
+        };
+        match reply.await {
+            Ok(r) => {
+                let r = r.into_inner();
+                let m: ShardManifest = serde_json::from_str(&r.shard_manifest_json)
+                    .with_context(|| format!("node {node}: shard {shard}'s manifest"))?;
+                return Ok((m, r.secs));
+            }
+            Err(e) => errors.push(format!("node {node}: {e:#}")),
+        }
+    }
+    if errors.is_empty() {
+        bail!("shard {shard}: no live replica to back up; the backup is incomplete and was not recorded");
+    }
+    bail!(
+        "shard {shard} could not be backed up ({}); the backup is incomplete and was not recorded",
+        errors.join("; ")
+    )
+}
+
+/// One line per backup at `url`.
+pub async fn list(url: &str, out: &mut dyn Write) -> anyhow::Result<Vec<Manifest>> {
+    let dest = Destination::open(url)?;
+    let ms = dest.manifests().await?;
+    writeln!(
+        out,
+        "{:<22} {:>6} {:>10} {:>12} {:>8}  cluster  index range",
+        "id", "shards", "MB", "uploaded MB", "secs"
+    )?;
+    for m in &ms {
+        let lo = m.shards.iter().map(|s| s.commit_index).min().unwrap_or(0);
+        let hi = m.shards.iter().map(|s| s.commit_index).max().unwrap_or(0);
+        writeln!(
+            out,
+            "{:<22} {:>6} {:>10.1} {:>12.1} {:>8.1}  {}  {lo}..{hi}",
+            m.id,
+            m.shards.len(),
+            mb(m.stats.bytes),
+            mb(m.stats.bytes_uploaded),
+            m.finished_ms.saturating_sub(m.started_ms) as f64 / 1000.0,
+            m.cluster
+        )?;
+    }
+    Ok(ms)
+}
+
+/// Deletes backups by id, or all but the newest `keep`; an object a kept
+/// backup names stays.
+pub async fn delete(
+    url: &str,
+    ids: &[String],
+    keep: Option<usize>,
+    out: &mut dyn Write,
+) -> anyhow::Result<retention::Plan> {
+    let dest = Destination::open(url)?;
+    let ms = dest.manifests().await?;
+    let plan = match keep {
+        Some(n) => retention::keep_newest(&ms, n),
+        None => {
+            for id in ids {
+                anyhow::ensure!(ms.iter().any(|m| &m.id == id), "no backup {id} at {url}");
+            }
+            retention::delete_ids(&ms, ids)
+        }
+    };
+    for id in &plan.delete_backups {
+        dest.delete(&shardhouse_backup::manifest::manifest_key(id))
+            .await?;
+        writeln!(out, "deleted backup {id}")?;
+    }
+    for o in &plan.delete_objects {
+        dest.delete(&o.key()).await?;
+    }
+    writeln!(
+        out,
+        "deleted {} backups and {} objects; kept {:?}",
+        plan.delete_backups.len(),
+        plan.delete_objects.len(),
+        plan.keep_backups
+    )?;
+    Ok(plan)
+}
+
+/// Restores a backup into this (empty) cluster: every replica of every
+/// shard in this cluster's map gets the shard's parts.
+pub async fn restore(
+    meta: &mut ClusterMeta,
+    url: &str,
+    id: Option<String>,
+    knobs: &Knobs,
+    out: &mut dyn Write,
+) -> anyhow::Result<Manifest> {
+    let dest = Destination::open(url)?;
+    let id = match id {
+        Some(id) => id,
+        None => dest.latest().await?,
+    };
+    let m = dest.manifest(&id).await?;
+    let (map, _) = meta.shard_map().await?.with_context(|| {
+        format!(
+            "no shard map for cluster {:?}: start its nodes with --init-cluster shards={} first",
+            meta.cluster, m.shard_count
+        )
+    })?;
+    if map.shard_count != m.shard_count {
+        bail!(
+            "backup {id} has {} shards, cluster {:?} has {}: start the new cluster with --init-cluster shards={} (any node count and rf)",
+            m.shard_count, meta.cluster, map.shard_count, m.shard_count
+        );
+    }
+    let live = meta.live_nodes().await?;
+    refuse_non_empty(&live, meta.node_token.as_ref()).await?;
+    writeln!(
+        out,
+        "restore {id} ({} shards, {:.1} MB) into cluster {}",
+        m.shard_count,
+        mb(m.stats.bytes),
+        meta.cluster
+    )?;
+    let t0 = Instant::now();
+    let token = meta.node_token.clone();
+    let mut calls = futures::stream::iter(m.shards.clone())
+        .map(|sm| {
+            let replicas = map
+                .shard(sm.shard)
+                .map(|p| p.replicas.clone())
+                .unwrap_or_default();
+            let (live, token) = (&live, token.clone());
+            async move { restore_shard(&sm, &replicas, live, token.as_ref(), url, knobs).await }
+        })
+        .buffer_unordered(knobs.parallel_shards.max(1));
+    let mut done = 0;
+    while let Some(r) = calls.next().await {
+        let line = r?;
+        done += 1;
+        writeln!(out, "{line}")?;
+        writeln!(out, "progress {done}/{} shards", m.shard_count)?;
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    writeln!(
+        out,
+        "restore {id} complete: {} shards, {:.1} MB per replica set, {secs:.1} s, {:.1} MB/s (one copy)",
+        m.shard_count,
+        mb(m.stats.bytes),
+        mb(m.stats.bytes) / secs.max(1e-3)
+    )?;
+    Ok(m)
+}
+
+/// Restores one shard on each of its replicas.
+async fn restore_shard(
+    sm: &ShardManifest,
+    replicas: &[u64],
+    live: &BTreeMap<u64, NodeInfo>,
+    token: Option<&ClusterToken>,
+    url: &str,
+    knobs: &Knobs,
+) -> anyhow::Result<String> {
+    let json = serde_json::to_string(sm)?;
+    let mut secs = Vec::new();
+    for node in replicas {
+        let info = live.get(node).with_context(|| {
+            format!(
+                "shard {}: replica node {node} is not live; restore needs every replica up",
+                sm.shard
+            )
+        })?;
+        let r = backup_client(&info.grpc_addr, token)
+            .await?
+            .restore_shard(RestoreShardRequest {
+                shard: sm.shard,
+                destination: url.to_string(),
+                shard_manifest_json: json.clone(),
+                jobs: knobs.jobs,
+            })
+            .await
+            .map_err(|s| anyhow::anyhow!("shard {} on node {node}: {}", sm.shard, s.message()))?;
+        secs.push(format!("{:.1}", r.into_inner().secs));
+    }
+    Ok(format!(
+        "shard {:>3}: restored on nodes {replicas:?} ({} files, {:.1} MB each; {} s), backup index {} (flushed {})",
+        sm.shard,
+        sm.stats.files,
+        mb(sm.stats.bytes),
+        secs.join("/"),
+        sm.commit_index,
+        sm.flushed_index
+    ))
+}
+
+/// A restore never overwrites: every live node must hold no database.
+async fn refuse_non_empty(
+    live: &BTreeMap<u64, NodeInfo>,
+    token: Option<&ClusterToken>,
+) -> anyhow::Result<()> {
+    for (id, n) in live {
+        let mut admin = node_client::admin_client(&n.grpc_addr, token, Duration::from_secs(10))
+            .await
+            .with_context(|| format!("cannot reach node {id} at {}", n.grpc_addr))?;
+        let dbs = admin
+            .databases(DatabasesRequest {})
+            .await?
+            .into_inner()
+            .databases;
+        if !dbs.is_empty() {
+            let names: Vec<&str> = dbs.iter().map(|d| d.name.as_str()).collect();
+            bail!(
+                "the cluster is not empty: node {id} holds databases {names:?}; restore only into a new, empty cluster (nothing was changed)"
+            );
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shardhouse_common::shard_map::ShardPlacement;
+
+    fn node(id: u64) -> NodeInfo {
+        NodeInfo {
+            node_id: id,
+            grpc_addr: format!("h:{id}"),
+            http_addr: String::new(),
+            cores: 1,
+        }
+    }
+
+    #[test]
+    fn the_leader_is_asked_first_and_dead_replicas_not_at_all() {
+        let map = ShardMap {
+            epoch: 1,
+            shard_count: 2,
+            replication_factor: 3,
+            shards: vec![
+                ShardPlacement {
+                    shard: 0,
+                    replicas: vec![1, 2, 3],
+                    learners: vec![],
+                    leader_hint: 3,
+                },
+                ShardPlacement {
+                    shard: 1,
+                    replicas: vec![1, 2, 3],
+                    learners: vec![],
+                    leader_hint: 2,
+                },
+            ],
+            nodes: BTreeMap::new(),
+        };
+        let live: BTreeMap<u64, NodeInfo> = [1, 3].into_iter().map(|i| (i, node(i))).collect();
+        assert_eq!(
+            backup_sources(&map, &live),
+            [(0, vec![3, 1]), (1, vec![1, 3])]
+        );
+    }
+}
