@@ -228,6 +228,7 @@ impl Display for Statement {
                 quote_ident(name),
                 quote_ident(database)
             ),
+            Statement::User(u) => write!(f, "{u}"),
         }
     }
 }
