@@ -22,6 +22,7 @@ use super::Ctx;
 mod cardinality;
 mod series_index;
 mod storage_ops;
+mod users;
 
 use series_index::{
     databases, distinct_rows, distinct_strings, from_measurements, limit, measurement_matches,
@@ -272,6 +273,7 @@ async fn run_statement(ctx: &Ctx<'_>, stmt: &Statement) -> StmtResult<Vec<Series
             )
             .await
         }
+        Statement::User(u) => users::run(ctx, u).await,
         Statement::Delete(f) => delete(ctx, f, false).await,
         Statement::DropSeries(f) => delete(ctx, f, true).await,
         Statement::AlterRetentionPolicy(a) => {
