@@ -7,6 +7,7 @@
 mod bounds;
 mod fetch;
 mod fields;
+mod into;
 mod meta;
 mod pushdown;
 mod select;
@@ -47,6 +48,7 @@ pub async fn run_statements(
     let mut results: Vec<StatementResult> = Vec::new();
     for (i, stmt) in statements.iter().enumerate() {
         let outcome = match stmt {
+            Statement::Select(s) if s.into.is_some() => into::run(ctx, s).await,
             Statement::Select(s) => select::run(ctx, s).await,
             other => meta::run(ctx, other).await,
         };
@@ -118,9 +120,6 @@ pub fn encode_results(
 pub fn unsupported(stmt: &Statement, q: &str) -> Option<String> {
     let (what, needle) = match stmt {
         Statement::Explain { .. } => ("EXPLAIN".to_string(), "EXPLAIN".to_string()),
-        Statement::Select(s) if s.into.is_some() => {
-            ("SELECT ... INTO".to_string(), "INTO".to_string())
-        }
         _ => return None,
     };
     let at = q
@@ -185,9 +184,7 @@ mod tests {
             let parsed = shardhouse_influxql::parse(q).unwrap();
             parsed.statements.iter().find_map(|s| unsupported(s, q))
         };
-        assert!(check("SELECT * INTO m2 FROM m")
-            .unwrap()
-            .starts_with("SELECT ... INTO is not supported by Shardhouse at line 1, char 10"));
+        assert_eq!(check("SELECT * INTO m2 FROM m"), None);
         assert!(check("EXPLAIN SELECT a FROM m")
             .unwrap()
             .contains("EXPLAIN"));
