@@ -269,7 +269,20 @@ pub const INVALID: &[Invalid] = &[
         13,
     ),
     ("CREATE USER jdoe", "found EOF, expected WITH", 1, 18),
-    ("SET PASSWORD FOR jdoe 'x'", "found 'x', expected =", 1, 23),
+    ("SET PASSWORD FOR jdoe x", "found x, expected =", 1, 23),
+    ("SET jdoe", "found jdoe, expected PASSWORD", 1, 5),
+    (
+        "REVOKE READ ON db0 TO jdoe",
+        "found TO, expected FROM",
+        1,
+        20,
+    ),
+    (
+        "CREATE USER jdoe WITH PASSWORD 'x' WITH READ",
+        "found READ, expected ALL",
+        1,
+        41,
+    ),
     ("SHOW GRANTS jdoe", "found jdoe, expected FOR", 1, 13),
     // ---- malformed ------------------------------------------------------------------
     (
