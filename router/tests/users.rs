@@ -2,7 +2,8 @@
 //! `shardhouse-node`, two `shardhouse-router` processes with auth on):
 //! users created through one router log in through the other (the etcd
 //! watch) with v1 `u`/`p` and with Basic auth, get exactly the roles
-//! their grants give, lose them on REVOKE and a changed password; a
+//! their grants give (SHOW DATABASES lists only what they may read), lose
+//! them on REVOKE and a changed password; a
 //! plain token keeps working; `SELECT ... INTO` writes what InfluxDB
 //! writes and needs the write role on its target.
 
@@ -141,6 +142,17 @@ async fn users_and_grants(c: &Client, a: &str, b: &str) -> Result<()> {
         c.query(b, As::Basic("alice", "bad"), "db0", read).await?.0,
         401
     );
+    // SHOW DATABASES lists a user only what it may read (InfluxDB).
+    c.ok(a, As::Token, "", "CREATE DATABASE hidden").await?;
+    let listed = c
+        .ok(b, As::UP("alice", "pw1"), "", "SHOW DATABASES")
+        .await?;
+    assert_eq!(
+        listed,
+        r#"{"results":[{"statement_id":0,"series":[{"name":"databases","columns":["name"],"values":[["db0"]]}]}]}"#
+    );
+    let all = c.ok(b, As::Token, "", "SHOW DATABASES").await?;
+    ensure!(all.contains(r#"["hidden"]"#), "{all}");
     assert_eq!(
         c.query(b, As::UP("alice", "pw1"), "other", read).await?.0,
         403

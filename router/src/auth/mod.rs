@@ -464,6 +464,14 @@ impl Authorizer {
         }
     }
 
+    /// False only for an InfluxDB user without read on `database`
+    /// (tokens and auth off: true).
+    pub fn user_may_read(&self, who: &Access, database: &str) -> bool {
+        who.user
+            .as_ref()
+            .is_none_or(|u| users::roles_on(u, database).contains(&Role::Read))
+    }
+
     /// The name of the token that was let in (logs).
     pub fn token_name<'a>(&self, access: &'a Access) -> Option<&'a str> {
         if let Some(user) = &access.user {

@@ -139,44 +139,37 @@ pub fn roles_on(u: &UserRecord, database: &str) -> BTreeSet<Role> {
 
 /// Whether `u` may do `need` on every one of `databases`. The admin role
 /// (create, drop, delete, user management) is an admin user's only. A
-/// request naming no database (SHOW DATABASES) needs the role on at least
-/// one database.
+/// request naming no database is let through: InfluxDB's SHOW DATABASES,
+/// which then lists only what the user may read (`Ctx::lists_database`);
+/// a SELECT or a write without a database fails on its own.
 pub fn permit_user(
     u: &UserRecord,
     need: Role,
     databases: &[&str],
 ) -> std::result::Result<(), Denied> {
-    let name = format!("user {}", u.name);
     if u.admin {
         return Ok(());
     }
-    let role_refused = || Denied::Role {
-        token: name.clone(),
-        need,
-        has: u
-            .privileges
-            .values()
-            .flat_map(|p| p.roles().iter().copied())
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect(),
-    };
     if need == Role::Admin {
-        return Err(role_refused());
+        return Err(Denied::Role {
+            token: format!("user {}", u.name),
+            need,
+            has: u
+                .privileges
+                .values()
+                .flat_map(|p| p.roles().iter().copied())
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect(),
+        });
     }
-    let named: Vec<&str> = databases
+    match databases
         .iter()
-        .copied()
-        .filter(|d| !d.is_empty())
-        .collect();
-    if named.is_empty() {
-        let any = u.privileges.values().any(|p| p.roles().contains(&need));
-        return if any { Ok(()) } else { Err(role_refused()) };
-    }
-    match named.iter().find(|db| !roles_on(u, db).contains(&need)) {
+        .find(|db| !db.is_empty() && !roles_on(u, db).contains(&need))
+    {
         None => Ok(()),
         Some(db) => Err(Denied::Database {
-            token: name,
+            token: format!("user {}", u.name),
             database: (*db).to_owned(),
         }),
     }
@@ -365,9 +358,9 @@ mod tests {
         ));
         assert!(permit_user(&u, Role::Write, &["w"]).is_ok());
         assert!(permit_user(&u, Role::Read, &["a", "w"]).is_err());
-        // No database named: the role somewhere is enough.
+        // No database named: let through (SHOW DATABASES filters).
         assert!(permit_user(&u, Role::Read, &[""]).is_ok());
-        assert!(permit_user(&user(false, &[]), Role::Read, &[]).is_err());
+        assert!(permit_user(&user(false, &[]), Role::Read, &[]).is_ok());
         // Admin statements are an admin's.
         assert!(matches!(
             permit_user(&u, Role::Admin, &["a"]),

@@ -67,7 +67,8 @@ async fn run_statement(ctx: &Ctx<'_>, stmt: &Statement) -> StmtResult<Vec<Series
             Ok(cardinality::counted(c, listed))
         }
         Statement::ShowDatabases => {
-            let dbs = databases(ctx).await?;
+            let mut dbs = databases(ctx).await?;
+            dbs.retain(|(n, _)| ctx.lists_database(n));
             Ok(vec![table(
                 "databases",
                 &["name"],

@@ -35,6 +35,17 @@ pub struct Ctx<'a> {
     pub deadline: Instant,
     /// The router's `query_max_points`.
     pub max_points: usize,
+    /// Who is asking (`None`: auth is off, or an internal statement).
+    pub access: Option<&'a crate::auth::Access>,
+}
+
+impl Ctx<'_> {
+    /// Whether the asker may see `database` in `SHOW DATABASES`: an
+    /// InfluxDB user sees only the databases it may read, as in InfluxDB.
+    pub fn lists_database(&self, database: &str) -> bool {
+        self.access
+            .is_none_or(|a| self.router.auth.user_may_read(a, database))
+    }
 }
 
 /// Runs the statements one after the other, as InfluxDB does: a failing
