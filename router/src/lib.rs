@@ -114,6 +114,12 @@ pub async fn start(
     router
         .auth
         .reload_on_change(options.token_sources(), tls::RELOAD_POLL);
+    // InfluxDB users: every router follows the records in etcd.
+    tokio::spawn(auth::users_etcd::watch_users(
+        router.auth.users().clone(),
+        options.etcd_endpoints.clone(),
+        options.cluster.clone(),
+    ));
     let app = routes::app(router.clone());
     let http_task = match tls.as_ref().map(|t| t.http.clone()) {
         Some(config) => {

@@ -54,6 +54,8 @@ pub enum Statement {
         name: Ident,
         database: Ident,
     },
+    /// Users and privileges (`users.rs`).
+    User(crate::users::UserStatement),
 }
 
 #[derive(Debug, Clone, PartialEq, Default)]

@@ -253,6 +253,7 @@ impl Display for Statement {
                 quote_ident(name),
                 quote_ident(database)
             ),
+            Statement::User(u) => write!(f, "{u}"),
         }
     }
 }

@@ -36,8 +36,8 @@
 //!   line and column; `Display` reads like InfluxDB's
 //!   (`found FROM, expected identifier, string, number, bool at line 1,
 //!   char 8`). The `/query` handler prefixes `error parsing query: `.
-//! * Statements InfluxQL has but Shardhouse does not serve (users, grants,
-//!   continuous queries, subscriptions, shards, `KILL QUERY`) fail with
+//! * Statements InfluxQL has but Shardhouse does not serve (continuous
+//!   queries, subscriptions, shards, `KILL QUERY`) fail with
 //!   [`ErrorKind::Unsupported`] naming them; unknown functions with
 //!   [`ErrorKind::UndefinedFunction`]; wrong arity with [`ErrorKind::Arity`].
 //! * `tz('...')` names are kept as written; the planner validates them.
@@ -51,12 +51,14 @@ mod parser;
 mod select;
 mod statements;
 pub mod time;
+mod users;
 
 pub use ast::*;
 pub use display::{format_duration, quote_ident, quote_string};
 pub use error::{ErrorKind, ParseError, Position, TimeError};
 pub use lexer::KEYWORDS;
 pub use parser::{ParamValue, Params};
+pub use users::{Privilege, UserStatement};
 
 /// Parses a query of one or more statements.
 pub fn parse(text: &str) -> Result<Query, ParseError> {

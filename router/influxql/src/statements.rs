@@ -1,12 +1,13 @@
 //! The statement list and every statement but SELECT: SHOW ..., CREATE /
 //! DROP DATABASE, DROP MEASUREMENT / SERIES, DELETE, retention policies, and
-//! the statements refused as not supported (users, grants, continuous
-//! queries, subscriptions, shards, KILL QUERY).
+//! the statements refused as not supported (continuous queries,
+//! subscriptions, shards, KILL QUERY). Users and grants are in `users.rs`.
 
 use crate::ast::*;
 use crate::error::{ErrorKind, Result};
 use crate::lexer::Token;
 use crate::parser::Parser;
+use crate::users::UserStatement;
 
 /// What may start a statement, in InfluxDB's order.
 const STATEMENT_STARTS: &[&str] = &[
@@ -60,9 +61,9 @@ impl Parser<'_> {
                     statement: Box::new(self.parse_select()?),
                 })
             }
-            Token::Keyword("GRANT") => Err(self.unsupported("GRANT", start)),
-            Token::Keyword("REVOKE") => Err(self.unsupported("REVOKE", start)),
-            Token::Keyword("SET") => Err(self.unsupported("SET PASSWORD", start)),
+            Token::Keyword("GRANT") => Ok(Statement::User(self.parse_grant_or_revoke(false)?)),
+            Token::Keyword("REVOKE") => Ok(Statement::User(self.parse_grant_or_revoke(true)?)),
+            Token::Keyword("SET") => Ok(Statement::User(self.parse_set_password()?)),
             Token::Keyword("KILL") => Err(self.unsupported("KILL QUERY", start)),
             _ => Err(self.unexpected(&tok, STATEMENT_STARTS)),
         }
@@ -193,8 +194,8 @@ impl Parser<'_> {
                     database: self.parse_on()?,
                 })
             }
-            "USERS" => Err(self.unsupported("SHOW USERS", start)),
-            "GRANTS" => Err(self.unsupported("SHOW GRANTS", start)),
+            "USERS" => Ok(Statement::User(UserStatement::ShowUsers)),
+            "GRANTS" => Ok(Statement::User(self.parse_show_grants()?)),
             "CONTINUOUS" => {
                 self.expect_keyword("QUERIES")?;
                 Ok(Statement::ShowContinuousQueries)
@@ -368,7 +369,7 @@ impl Parser<'_> {
                     default,
                 }))
             }
-            Token::Keyword("USER") => Err(self.unsupported("CREATE USER", start)),
+            Token::Keyword("USER") => Ok(Statement::User(self.parse_create_user()?)),
             Token::Keyword("CONTINUOUS") => self.parse_create_continuous_query(),
             Token::Keyword("SUBSCRIPTION") => Err(self.unsupported("CREATE SUBSCRIPTION", start)),
             _ => Err(self.unexpected(
@@ -503,7 +504,9 @@ impl Parser<'_> {
                 let database = self.parse_ident()?;
                 Ok(Statement::DropRetentionPolicy { name, database })
             }
-            Token::Keyword("USER") => Err(self.unsupported("DROP USER", start)),
+            Token::Keyword("USER") => Ok(Statement::User(UserStatement::Drop {
+                name: self.parse_ident()?,
+            })),
             Token::Keyword("CONTINUOUS") => {
                 self.expect_keyword("QUERY")?;
                 let name = self.parse_ident()?;

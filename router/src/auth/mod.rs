@@ -8,10 +8,17 @@
 //! its old meaning, tokens with every role and no limit; `[[tokens]]` tables
 //! (in the router's config or in `tokens_file`) add roles and limits. With
 //! no token configured at all, auth is off.
+//!
+//! InfluxDB users ([`users`], stored in etcd by [`users_etcd`]) are a
+//! second kind of credential while auth is on: a user name with its
+//! password (v1 `u`/`p`, Basic) is checked against them, and their grants
+//! map onto the same roles.
 
 mod presented;
 pub mod rate;
 pub mod statement;
+pub mod users;
+pub mod users_etcd;
 
 pub use presented::{grpc_token, presented_token};
 
@@ -25,6 +32,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use users::{UserCache, UserRecord};
 
 /// What a request needs. Roles do not imply each other: a token that should
 /// read and write lists both.
@@ -243,6 +251,8 @@ pub fn decide(
 #[derive(Debug, Clone)]
 pub struct Access {
     grant: Option<(Arc<Table>, usize)>,
+    /// An InfluxDB user that was let in (instead of a token).
+    user: Option<Arc<UserRecord>>,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -286,6 +296,7 @@ impl Table {
 pub struct Authorizer {
     table: Arc<RwLock<Arc<Table>>>,
     epoch: Instant,
+    users: Arc<UserCache>,
 }
 
 /// Where the tokens come from: the router options' `auth_tokens`, `tokens`
@@ -345,7 +356,13 @@ impl Authorizer {
         Authorizer {
             table: Arc::new(RwLock::new(Arc::new(Table::carrying(grants, None)))),
             epoch: Instant::now(),
+            users: Arc::default(),
         }
+    }
+
+    /// The users this router knows (the etcd watch fills it).
+    pub fn users(&self) -> &Arc<UserCache> {
+        &self.users
     }
 
     fn current(&self) -> Arc<Table> {
@@ -412,24 +429,54 @@ impl Authorizer {
     pub fn authenticate(&self, presented: Option<&str>) -> Result<Access> {
         let table = self.current();
         if table.grants.is_empty() {
-            return Ok(Access { grant: None });
+            return Ok(Access {
+                grant: None,
+                user: None,
+            });
+        }
+        let mut presented = presented;
+        if let Some((name, password)) = presented.and_then(users::split_credential) {
+            if let Some(user) = self.users.verify(name, password)? {
+                return Ok(Access {
+                    grant: None,
+                    user: Some(user),
+                });
+            }
+            // No such user: the password may be a token (clients that put
+            // any user name before a token in Basic auth).
+            presented = Some(password);
         }
         let i = identify(&table.grants, presented)?;
         Ok(Access {
             grant: Some((table, i)),
+            user: None,
         })
     }
 
     /// 403 unless the authenticated token may do `need` on `databases`.
     pub fn permit(&self, who: &Access, need: Role, databases: &[&str]) -> Result<()> {
+        if let Some(user) = &who.user {
+            return Ok(users::permit_user(user, need, databases)?);
+        }
         match &who.grant {
             None => Ok(()),
             Some((t, i)) => Ok(permit(&t.grants[*i], need, databases)?),
         }
     }
 
+    /// False only for an InfluxDB user without read on `database`
+    /// (tokens and auth off: true).
+    pub fn user_may_read(&self, who: &Access, database: &str) -> bool {
+        who.user
+            .as_ref()
+            .is_none_or(|u| users::roles_on(u, database).contains(&Role::Read))
+    }
+
     /// The name of the token that was let in (logs).
     pub fn token_name<'a>(&self, access: &'a Access) -> Option<&'a str> {
+        if let Some(user) = &access.user {
+            return Some(user.name.as_str());
+        }
         access
             .grant
             .as_ref()

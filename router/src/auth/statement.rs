@@ -4,7 +4,7 @@
 use super::{Access, Authorizer, Role};
 use crate::error::Result;
 use shardhouse_influxql::ast::{MeasurementName, Source};
-use shardhouse_influxql::Statement;
+use shardhouse_influxql::{Statement, UserStatement};
 
 impl Authorizer {
     /// `/query` once parsed: the role the statements need (admin for any
@@ -20,8 +20,26 @@ impl Authorizer {
         if !database.is_empty() {
             databases.push(database);
         }
-        self.permit(who, required_role_all(statements), &databases)
+        self.permit(who, required_role_all(statements), &databases)?;
+        // `SELECT ... INTO` also writes: the write role on its target.
+        for target in into_targets(statements, database) {
+            self.permit(who, Role::Write, &[target])?;
+        }
+        Ok(())
     }
+}
+
+/// The databases `SELECT ... INTO` statements write to (the request's
+/// `db` when the target names none).
+pub fn into_targets<'a>(statements: &'a [Statement], database: &'a str) -> Vec<&'a str> {
+    statements
+        .iter()
+        .filter_map(|s| match s {
+            Statement::Select(s) => s.into.as_ref(),
+            _ => None,
+        })
+        .map(|into| into.database.as_deref().unwrap_or(database))
+        .collect()
 }
 
 /// SELECT and SHOW read; whatever creates, drops or deletes is admin.
@@ -48,6 +66,8 @@ pub fn required_role(statement: &Statement) -> Role {
         | Statement::DropRetentionPolicy { .. }
         | Statement::CreateContinuousQuery(_)
         | Statement::DropContinuousQuery { .. } => Role::Admin,
+        // Users and grants, SHOW USERS included, are an admin's (InfluxDB).
+        Statement::User(_) => Role::Admin,
     }
 }
 
@@ -91,6 +111,12 @@ pub fn named_databases(statement: &Statement) -> Vec<&str> {
         Statement::CreateRetentionPolicy(c) => out.push(&c.database),
         Statement::AlterRetentionPolicy(a) => out.push(&a.database),
         Statement::DropRetentionPolicy { database, .. } => out.push(database),
+        Statement::User(u) => match u {
+            UserStatement::Grant { database, .. } | UserStatement::Revoke { database, .. } => {
+                out.extend(database.as_deref())
+            }
+            _ => {}
+        },
     }
     out
 }
@@ -137,9 +163,20 @@ mod tests {
             "DROP SERIES FROM cpu",
             "DELETE FROM cpu WHERE time < 0",
             "SELECT * FROM cpu; DROP MEASUREMENT cpu",
+            "SHOW USERS",
+            "GRANT READ ON db TO u",
+            "CREATE USER u WITH PASSWORD 'p'",
         ] {
             assert_eq!(role(q), Role::Admin, "{q}");
         }
+    }
+
+    #[test]
+    fn into_writes_to_its_target() {
+        let q =
+            shardhouse_influxql::parse("SELECT * INTO other..m FROM cpu; SELECT * INTO m FROM cpu")
+                .unwrap();
+        assert_eq!(into_targets(&q.statements, "db"), vec!["other", "db"]);
     }
 
     #[test]

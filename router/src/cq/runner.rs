@@ -148,6 +148,8 @@ async fn run_window(
         deadline: tokio::time::Instant::now()
             + Duration::from_millis(router.options.query_timeout_ms),
         max_points: router.options.query_max_points,
+        // The router itself: a CQ's definition was admitted when created.
+        access: None,
     };
     let results = influx::run_statements(&ctx, &[Statement::Select(Box::new(select))], None).await;
     match results.into_iter().find_map(|r| r.error) {

@@ -163,6 +163,7 @@ async fn answer(
             .map_or(0, |d| d.as_nanos() as i64),
         deadline: tokio::time::Instant::now() + Duration::from_millis(r.options.query_timeout_ms),
         max_points: r.options.query_max_points,
+        access: Some(&who),
     };
     let chunked = params.get("chunked").is_some_and(|c| c == "true");
     let chunk_size = encode::chunk_size(params.get("chunk_size").map(String::as_str));

@@ -21,7 +21,7 @@ pub use shardhouse_test_support::{chdb_dir, LocalCluster};
 use shardhouse_test_support::{node::node_args, process::workspace_binary, RouterProc};
 
 /// Where cargo put the router binary (and, built first, the node's).
-fn bin_dir() -> &'static Path {
+pub fn bin_dir() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_shardhouse-router"))
         .parent()
         .expect("router binary has a parent dir")

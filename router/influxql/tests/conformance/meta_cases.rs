@@ -1,5 +1,5 @@
 //! SHOW / CREATE / DROP / DELETE / retention policy statements, valid and
-//! invalid, and the statements refused as not supported.
+//! invalid, users and grants, and the statements refused as not supported.
 
 use crate::{Invalid, Valid};
 
@@ -194,33 +194,26 @@ pub const VALID: &[Valid] = &[
         "SHOW DATABASES; SHOW MEASUREMENTS ON db",
         "SHOW DATABASES; SHOW MEASUREMENTS ON db",
     ),
+    // ---- users and privileges ------------------------------------------------
+    ("SHOW USERS", "SHOW USERS"),
+    (
+        r#"CREATE USER "jdoe" WITH PASSWORD '1337password'"#,
+        "CREATE USER jdoe WITH PASSWORD '1337password'",
+    ),
+    ("DROP USER jdoe", "DROP USER jdoe"),
+    ("GRANT ALL TO jdoe", "GRANT ALL PRIVILEGES TO jdoe"),
+    (
+        "REVOKE ALL PRIVILEGES FROM jdoe",
+        "REVOKE ALL PRIVILEGES FROM jdoe",
+    ),
+    ("grant write on db0 to jdoe", "GRANT WRITE ON db0 TO jdoe"),
+    ("SET PASSWORD FOR jdoe = 'x'", "SET PASSWORD FOR jdoe = 'x'"),
+    ("SHOW GRANTS FOR jdoe", "SHOW GRANTS FOR jdoe"),
 ];
 
 pub const INVALID: &[Invalid] = &[
     // ---- not supported: named, at the statement -------------------------------
-    ("SHOW USERS", "SHOW USERS is not supported", 1, 1),
-    (
-        r#"CREATE USER "jdoe" WITH PASSWORD '1337password'"#,
-        "CREATE USER is not supported",
-        1,
-        1,
-    ),
-    ("DROP USER jdoe", "DROP USER is not supported", 1, 1),
-    ("GRANT ALL TO jdoe", "GRANT is not supported", 1, 1),
-    (
-        "REVOKE ALL PRIVILEGES FROM jdoe",
-        "REVOKE is not supported",
-        1,
-        1,
-    ),
-    (
-        "SET PASSWORD FOR jdoe = 'x'",
-        "SET PASSWORD is not supported",
-        1,
-        1,
-    ),
     ("KILL QUERY 36", "KILL QUERY is not supported", 1, 1),
-    ("SHOW GRANTS FOR jdoe", "SHOW GRANTS is not supported", 1, 1),
     (
         "CREATE CONTINUOUS QUERY cq ON db RESAMPLE BEGIN SELECT mean(a) INTO b FROM m GROUP BY time(1m) END",
         "found BEGIN, expected EVERY, FOR",
@@ -262,11 +255,34 @@ pub const INVALID: &[Invalid] = &[
         1,
     ),
     (
-        "SHOW DATABASES;\n  SHOW USERS",
-        "SHOW USERS is not supported",
+        "SHOW DATABASES;\n  SHOW SHARDS",
+        "SHOW SHARDS is not supported",
         2,
         3,
     ),
+    // ---- users: InfluxDB's texts and positions (TestServer_UserCommands) ----
+    (
+        "CREATE USER 0xBAD WITH PASSWORD pwd1337",
+        "found 0xBAD, expected identifier",
+        1,
+        13,
+    ),
+    ("CREATE USER jdoe", "found EOF, expected WITH", 1, 18),
+    ("SET PASSWORD FOR jdoe x", "found x, expected =", 1, 23),
+    ("SET jdoe", "found jdoe, expected PASSWORD", 1, 5),
+    (
+        "REVOKE READ ON db0 TO jdoe",
+        "found TO, expected FROM",
+        1,
+        20,
+    ),
+    (
+        "CREATE USER jdoe WITH PASSWORD 'x' WITH READ",
+        "found READ, expected ALL",
+        1,
+        41,
+    ),
+    ("SHOW GRANTS jdoe", "found jdoe, expected FOR", 1, 13),
     // ---- malformed ------------------------------------------------------------------
     (
         "SHOW FOO",

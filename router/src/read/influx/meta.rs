@@ -22,6 +22,7 @@ mod continuous;
 mod policies;
 mod series_index;
 mod storage_ops;
+mod users;
 
 use series_index::{
     databases, distinct_rows, distinct_strings, from_measurements, limit, measurement_matches,
@@ -69,7 +70,8 @@ async fn run_statement(ctx: &Ctx<'_>, stmt: &Statement) -> StmtResult<Vec<Series
             Ok(cardinality::counted(c, listed))
         }
         Statement::ShowDatabases => {
-            let dbs = databases(ctx).await?;
+            let mut dbs = databases(ctx).await?;
+            dbs.retain(|(n, _)| ctx.lists_database(n));
             Ok(vec![table(
                 "databases",
                 &["name"],
@@ -207,6 +209,7 @@ async fn run_statement(ctx: &Ctx<'_>, stmt: &Statement) -> StmtResult<Vec<Series
             }
             Ok(Vec::new())
         }
+        Statement::User(u) => users::run(ctx, u).await,
         Statement::Delete(f) => delete(ctx, f, false).await,
         Statement::DropSeries(f) => delete(ctx, f, true).await,
         other => Err(format!(

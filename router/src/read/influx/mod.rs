@@ -7,6 +7,7 @@
 mod bounds;
 mod fetch;
 mod fields;
+mod into;
 mod meta;
 mod pushdown;
 mod select;
@@ -37,6 +38,17 @@ pub struct Ctx<'a> {
     pub deadline: Instant,
     /// The router's `query_max_points`.
     pub max_points: usize,
+    /// Who is asking (`None`: auth is off, or an internal statement).
+    pub access: Option<&'a crate::auth::Access>,
+}
+
+impl Ctx<'_> {
+    /// Whether the asker may see `database` in `SHOW DATABASES`: an
+    /// InfluxDB user sees only the databases it may read, as in InfluxDB.
+    pub fn lists_database(&self, database: &str) -> bool {
+        self.access
+            .is_none_or(|a| self.router.auth.user_may_read(a, database))
+    }
 }
 
 /// Runs the statements one after the other, as InfluxDB does: a failing
@@ -50,6 +62,7 @@ pub async fn run_statements(
     let mut results: Vec<StatementResult> = Vec::new();
     for (i, stmt) in statements.iter().enumerate() {
         let outcome = match stmt {
+            Statement::Select(s) if s.into.is_some() => into::run(ctx, s).await,
             Statement::Select(s) => select::run(ctx, s).await,
             other => meta::run(ctx, other).await,
         };
@@ -121,9 +134,6 @@ pub fn encode_results(
 pub fn unsupported(stmt: &Statement, q: &str) -> Option<String> {
     let (what, needle) = match stmt {
         Statement::Explain { .. } => ("EXPLAIN".to_string(), "EXPLAIN".to_string()),
-        Statement::Select(s) if s.into.is_some() => {
-            ("SELECT ... INTO".to_string(), "INTO".to_string())
-        }
         _ => return None,
     };
     let at = q
@@ -188,9 +198,7 @@ mod tests {
             let parsed = shardhouse_influxql::parse(q).unwrap();
             parsed.statements.iter().find_map(|s| unsupported(s, q))
         };
-        assert!(check("SELECT * INTO m2 FROM m")
-            .unwrap()
-            .starts_with("SELECT ... INTO is not supported by Shardhouse at line 1, char 10"));
+        assert_eq!(check("SELECT * INTO m2 FROM m"), None);
         assert!(check("EXPLAIN SELECT a FROM m")
             .unwrap()
             .contains("EXPLAIN"));
