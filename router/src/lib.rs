@@ -109,7 +109,7 @@ pub async fn start(
     };
     let router = Arc::new(state::Router::new(options.clone(), cluster)?);
     tokio::spawn(router.policies.clone().watch());
-    tokio::spawn(cq::runner::run(router.clone()));
+    tokio::spawn(cq::runner::run(router.clone(), read::influx::run_cq_select));
     // A rotated tokens Secret is picked up like a renewed certificate.
     router
         .auth

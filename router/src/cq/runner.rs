@@ -10,22 +10,33 @@
 use super::store::CqStore;
 use super::{due, parse_select, window_statement, CqError};
 use crate::metrics;
-use crate::read::influx::{self, Ctx};
 use crate::state::Router;
 use etcd_client::{Compare, CompareOp, PutOptions, Txn, TxnOp};
-use shardhouse_influxql::Statement;
+use shardhouse_influxql::SelectStatement;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Runs one window's `SELECT ... INTO` in a database at `now` through the
+/// read and write paths (`read::influx` provides it; taking it as a
+/// function keeps this module free of the read path).
+pub type RunSelect = for<'a> fn(
+    &'a Router,
+    &'a str,
+    SelectStatement,
+    i64,
+) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>>;
 
 const LEASE_TTL_SECS: i64 = 10;
 const TICK: Duration = Duration::from_secs(1);
 
 /// Campaigns, leads while the lease holds, campaigns again; forever.
-pub async fn run(router: Arc<Router>) {
+pub async fn run(router: Arc<Router>, run_select: RunSelect) {
     let holder = format!("router-{:016x}", rand_id());
     loop {
-        if let Err(e) = lead(&router, &holder).await {
+        if let Err(e) = lead(&router, &holder, run_select).await {
             tracing::warn!(error = %e, "continuous queries: lost or could not take the lease; retrying");
         }
         metrics::CQ_LEADER.set(0);
@@ -46,7 +57,7 @@ fn now_ns() -> i64 {
         .map_or(0, |d| d.as_nanos() as i64)
 }
 
-async fn lead(router: &Arc<Router>, holder: &str) -> Result<(), CqError> {
+async fn lead(router: &Arc<Router>, holder: &str, run_select: RunSelect) -> Result<(), CqError> {
     let mut client = router.meta.client().await?;
     let key = router.meta.key("cq-leader");
     let lease = client
@@ -91,7 +102,7 @@ async fn lead(router: &Arc<Router>, holder: &str) -> Result<(), CqError> {
         metrics::CQ_LEADER.set(1);
         let store = CqStore::new(router.meta.clone());
         while alive.load(Ordering::SeqCst) {
-            if let Err(e) = tick(router, &store).await {
+            if let Err(e) = tick(router, &store, run_select).await {
                 tracing::warn!(error = %e, "continuous queries: a round failed");
             }
             tokio::time::sleep(TICK).await;
@@ -109,7 +120,7 @@ fn unavailable(e: etcd_client::Error) -> CqError {
 }
 
 /// One round: every query's due window, run and recorded.
-async fn tick(router: &Router, store: &CqStore) -> Result<(), CqError> {
+async fn tick(router: &Router, store: &CqStore, run_select: RunSelect) -> Result<(), CqError> {
     let now = now_ns();
     for (database, queries) in store.all().await? {
         for cq in queries {
@@ -117,7 +128,8 @@ async fn tick(router: &Router, store: &CqStore) -> Result<(), CqError> {
             let Some(window) = due(&cq, done, now) else {
                 continue;
             };
-            match run_window(router, &database, &cq, window, now).await {
+            let select = window_statement(&parse_select(&cq)?, window);
+            match run_select(router, &database, select, now).await {
                 Ok(()) => {
                     store.record_done(&database, &cq.name, window.end).await?;
                     metrics::CQ_RUNS.with_label_values(&["ok"]).inc();
@@ -130,30 +142,4 @@ async fn tick(router: &Router, store: &CqStore) -> Result<(), CqError> {
         }
     }
     Ok(())
-}
-
-async fn run_window(
-    router: &Router,
-    database: &str,
-    cq: &super::ContinuousQuery,
-    window: super::Window,
-    now: i64,
-) -> Result<(), CqError> {
-    let select = window_statement(&parse_select(cq)?, window);
-    let ctx = Ctx {
-        router,
-        database,
-        retention_policy: None,
-        now,
-        deadline: tokio::time::Instant::now()
-            + Duration::from_millis(router.options.query_timeout_ms),
-        max_points: router.options.query_max_points,
-        // The router itself: a CQ's definition was admitted when created.
-        access: None,
-    };
-    let results = influx::run_statements(&ctx, &[Statement::Select(Box::new(select))], None).await;
-    match results.into_iter().find_map(|r| r.error) {
-        Some(e) => Err(CqError::Invalid(e)),
-        None => Ok(()),
-    }
 }

@@ -51,6 +51,34 @@ impl Ctx<'_> {
     }
 }
 
+/// One continuous-query window: its `SELECT ... INTO`, run as the router
+/// itself (`crate::cq::runner` calls it; the definition was admitted when
+/// the query was created).
+pub fn run_cq_select<'a>(
+    router: &'a Router,
+    database: &'a str,
+    select: shardhouse_influxql::SelectStatement,
+    now: i64,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send + 'a>> {
+    Box::pin(async move {
+        let ctx = Ctx {
+            router,
+            database,
+            retention_policy: None,
+            now,
+            deadline: Instant::now()
+                + std::time::Duration::from_millis(router.options.query_timeout_ms),
+            max_points: router.options.query_max_points,
+            access: None,
+        };
+        let results = run_statements(&ctx, &[Statement::Select(Box::new(select))], None).await;
+        match results.into_iter().find_map(|r| r.error) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    })
+}
+
 /// Runs the statements one after the other, as InfluxDB does: a failing
 /// statement's error is its result and ends the request. `chunk_size`:
 /// each statement's series cut into results of that many rows.
