@@ -559,7 +559,10 @@ mod tests {
             })),
         };
         assert!(validate_op(&create("ok", 0)).is_ok());
-        assert!(validate_op(&create("a/b", 0)).is_err());
+        // `db/rp` is a retention policy's storage; a third part is not.
+        assert!(validate_op(&create("a/b", 0)).is_ok());
+        assert!(validate_op(&create("a/b/c", 0)).is_err());
+        assert!(validate_op(&create("/b", 0)).is_err());
         assert!(validate_op(&create("ok", -5)).is_err());
         assert!(validate_op(&StorageOp { op: None }).is_err());
         let del = StorageOp {
