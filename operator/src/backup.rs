@@ -116,13 +116,30 @@ pub async fn create(
         "backup {id} of cluster {} ({} shards) to {url}",
         meta.cluster, map.shard_count
     )?;
+    let base = base_backup(&dest).await;
+    if let Some(b) = &base {
+        writeln!(
+            out,
+            "parts merged since backup {} from parts it holds are named, not uploaded",
+            b.id
+        )?;
+    }
     let t0 = Instant::now();
     let token = meta.node_token.clone();
     let sources = backup_sources(&map, &live);
     let mut calls = futures::stream::iter(sources)
         .map(|(shard, nodes)| {
             let (live, token, id) = (&live, token.clone(), id.clone());
-            async move { backup_shard(shard, &nodes, live, token.as_ref(), url, &id, knobs).await }
+            let base = base_shard_json(base.as_ref(), shard);
+            async move {
+                let call = ShardCall {
+                    shard,
+                    url,
+                    id: &id,
+                    base,
+                };
+                backup_shard(&call, &nodes, live, token.as_ref(), knobs).await
+            }
         })
         .buffer_unordered(knobs.parallel_shards.max(1));
     let mut shards = Vec::new();
@@ -181,16 +198,40 @@ fn complete_lines(manifest: &Manifest, secs: f64, out: &mut dyn Write) -> anyhow
     Ok(())
 }
 
+/// The newest backup at the destination, the base of an incremental one;
+/// none when there is none or it cannot be read (then every part not in
+/// the destination is uploaded, which is always correct).
+async fn base_backup(dest: &Destination) -> Option<Manifest> {
+    let ms = dest.manifests().await.ok()?;
+    ms.into_iter()
+        .max_by(|a, b| (a.started_ms, &a.id).cmp(&(b.started_ms, &b.id)))
+}
+
+/// The base backup's manifest of one shard, as the node takes it.
+fn base_shard_json(base: Option<&Manifest>, shard: u32) -> String {
+    base.and_then(|b| b.shards.iter().find(|s| s.shard == shard))
+        .and_then(|s| serde_json::to_string(s).ok())
+        .unwrap_or_default()
+}
+
+/// What one shard's backup call asks for.
+struct ShardCall<'a> {
+    shard: u32,
+    url: &'a str,
+    id: &'a str,
+    /// The base backup's manifest of the shard (JSON), or empty.
+    base: String,
+}
+
 /// One shard from the first replica that manages it.
 async fn backup_shard(
-    shard: u32,
+    call: &ShardCall<'_>,
     nodes: &[u64],
     live: &BTreeMap<u64, NodeInfo>,
     token: Option<&ClusterToken>,
-    url: &str,
-    id: &str,
     knobs: &Knobs,
 ) -> anyhow::Result<(ShardManifest, f64)> {
+    let ShardCall { shard, url, id, .. } = *call;
     let mut errors = Vec::new();
     for node in nodes {
         let addr = &live[node].grpc_addr;
@@ -202,6 +243,7 @@ async fn backup_shard(
                     destination: url.to_string(),
                     backup_id: id.to_string(),
                     jobs: knobs.jobs,
+                    base_shard_manifest_json: call.base.clone(),
                 })
                 .await
                 .map_err(|s| anyhow::anyhow!("{}", s.message()))

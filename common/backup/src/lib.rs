@@ -14,8 +14,9 @@
 //! - **Content-addressed objects.** Every file of every part is stored
 //!   once, under the XXH3-128 of its bytes (`objects/ab/<32 hex>`). A part
 //!   is immutable, so a part already in the destination is never uploaded
-//!   again: a second backup uploads only the parts written (or merged)
-//!   since.
+//!   again: a second backup uploads only the parts written since, and a
+//!   part merged since only when its sources are not all in the previous
+//!   backup ([`merged`]).
 //! - **The manifest is written last.** `backups/<id>.manifest` names the
 //!   source cluster, its shard map, every shard's indexes, databases,
 //!   tables, parts and files with sizes and checksums. It ends with the
@@ -35,6 +36,7 @@
 pub mod dest;
 pub mod error;
 pub mod manifest;
+pub mod merged;
 pub mod objects;
 pub mod retention;
 pub mod transfer;

@@ -88,6 +88,10 @@ pub struct DatabaseEntry {
 pub struct TableEntry {
     pub database: String,
     pub table: String,
+    /// The engine table's UUID on the backed-up replica; empty when
+    /// unknown. Part names compare only within one UUID.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub uuid: String,
     /// Field columns (name, engine type) of a fact table.
     pub fields: Vec<(String, String)>,
     pub parts: Vec<PartEntry>,
@@ -96,6 +100,10 @@ pub struct TableEntry {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartEntry {
     pub name: String,
+    /// Rows in the part (its `count.txt`); 0 when unknown (manifests
+    /// written before it was recorded).
+    #[serde(default)]
+    pub rows: u64,
     pub files: Vec<FileEntry>,
 }
 
@@ -235,9 +243,11 @@ pub(crate) mod tests {
                 tables: vec![TableEntry {
                     database: "db".into(),
                     table: "cpu".into(),
+                    uuid: "6e1c2f2a-0000-4000-8000-000000000001".into(),
                     fields: vec![("v".into(), "Float64".into())],
                     parts: vec![PartEntry {
                         name: "20261127_1_1_0".into(),
+                        rows: 1000,
                         files,
                     }],
                 }],

@@ -53,6 +53,10 @@ pub struct TableParts {
     pub fields: Vec<(String, FieldType)>,
     /// Part name and the directory holding its files.
     pub parts: Vec<(String, PathBuf)>,
+    /// The table's UUID when frozen (a table dropped and created again
+    /// has another, and its part names mean other rows); empty when
+    /// staged for a restore or unknown.
+    pub uuid: String,
 }
 
 /// What [`Engine::freeze_shard`] hardlinked.
@@ -84,11 +88,13 @@ impl Engine {
             for (id, fields) in shard_tables(&st, &databases) {
                 let chdb = layout::data_db(shard, &id.database);
                 let parts = self.inner.freeze_table(&mut conn, &chdb, &id.table, tag)?;
+                let uuid = self.inner.table_uuid(&mut conn, &chdb, &id.table)?;
                 tables.push(TableParts {
                     database: id.database,
                     table: id.table,
                     fields,
                     parts,
+                    uuid,
                 });
             }
         }
@@ -245,6 +251,19 @@ impl Inner {
     }
 
     /// The table's data directory (absolute).
+    /// The table's UUID; empty for a table without one (all zeros).
+    fn table_uuid(&self, conn: &mut Conn, chdb: &str, table: &str) -> Result<String> {
+        let batches = conn.query(&format!(
+            "SELECT toString(uuid) FROM system.tables WHERE database = {} AND name = {}",
+            layout::literal(chdb),
+            layout::literal(table)
+        ))?;
+        let uuid = batches.iter().flat_map(|b| strings(b, 0)).next();
+        Ok(uuid
+            .filter(|u| u.chars().any(|c| c != '0' && c != '-'))
+            .unwrap_or_default())
+    }
+
     fn table_path(&self, conn: &mut Conn, chdb: &str, table: &str) -> Result<PathBuf> {
         let batches = conn.query(&format!(
             "SELECT arrayJoin(data_paths) FROM system.tables WHERE database = {} AND name = {}",

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
 use shardhouse_backup::{
-    transfer, BackupError, DatabaseEntry, Destination, FileEntry, PartEntry, ShardManifest, Stats,
-    TableEntry,
+    merged, transfer, BackupError, DatabaseEntry, Destination, FileEntry, PartEntry, ShardManifest,
+    Stats, TableEntry,
 };
 use shardhouse_common::proto::{
     self, BackupShardReply, BackupShardRequest, RestoreShardReply, RestoreShardRequest,
@@ -63,6 +63,22 @@ pub fn backup_status(e: &BackupError) -> Status {
     }
 }
 
+/// The previous backup's manifest of the requested shard, if sent.
+fn base_manifest(r: &BackupShardRequest) -> Result<Option<ShardManifest>, Status> {
+    if r.base_shard_manifest_json.is_empty() {
+        return Ok(None);
+    }
+    let m: ShardManifest = serde_json::from_str(&r.base_shard_manifest_json)
+        .map_err(|e| Status::invalid_argument(format!("base shard manifest: {e}")))?;
+    if m.shard != r.shard {
+        return Err(Status::invalid_argument(format!(
+            "the base manifest is shard {}'s, not shard {}'s",
+            m.shard, r.shard
+        )));
+    }
+    Ok(Some(m))
+}
+
 fn engine_status(e: &shardhouse_engine::EngineError) -> Status {
     status::to_tonic_status(e)
 }
@@ -87,6 +103,7 @@ impl proto::backup_server::Backup for BackupService {
             )));
         }
         let dest = Destination::open(&r.destination).map_err(|e| backup_status(&e))?;
+        let base = base_manifest(&r)?;
         // Every write acknowledged before this call is at or below the
         // read index; once it is applied here, a flush stores it.
         let commit_index = ctx
@@ -104,7 +121,8 @@ impl proto::backup_server::Backup for BackupService {
         let frozen =
             joined(tokio::task::spawn_blocking(move || engine.freeze_shard(shard, &t)).await)?
                 .map_err(|e| engine_status(&e))?;
-        let uploaded = upload_frozen(&dest, &frozen, jobs(r.jobs)).await;
+        let uploaded =
+            upload_frozen(&dest, &frozen, base.as_ref(), ctx.node_id, jobs(r.jobs)).await;
         let engine = Arc::clone(&ctx.engine);
         let unfrozen = joined(tokio::task::spawn_blocking(move || engine.unfreeze(&tag)).await)?;
         let (tables, stats) = uploaded.map_err(|e| backup_status(&e))?;
@@ -204,25 +222,53 @@ impl proto::backup_server::Backup for BackupService {
     }
 }
 
-/// Uploads every file of the frozen parts; returns the tables' entries.
+/// Uploads the files of the frozen parts the destination lacks; returns
+/// the tables' entries. A part merged since `base` (the previous backup
+/// of this shard) from parts `base` names is named by those parts and
+/// not read at all ([`shardhouse_backup::merged`]).
 async fn upload_frozen(
     dest: &Destination,
     frozen: &FrozenShard,
+    base: Option<&ShardManifest>,
+    node_id: u64,
     jobs: usize,
 ) -> Result<(Vec<TableEntry>, Stats), BackupError> {
     // One flat list, so small and large parts upload side by side.
     let mut files: Vec<PathBuf> = Vec::new();
-    let mut shape: Vec<Vec<(String, usize)>> = Vec::new();
+    let mut shape: Vec<Vec<PartPlan>> = Vec::new();
+    let mut reused = Stats::default();
     for t in &frozen.tables {
+        // Part names mean the same rows only in the same table of the
+        // same replica.
+        let base_table = base.filter(|b| b.node_id == node_id).and_then(|b| {
+            b.tables.iter().find(|bt| {
+                bt.database == t.database && bt.table == t.table && same_table(&bt.uuid, &t.uuid)
+            })
+        });
         let mut parts = Vec::new();
         for (name, dir) in &t.parts {
+            let rows = part_rows(dir)?;
+            let sources = base_table.and_then(|bt| merged::sources_in_base(name, rows, bt));
+            if let Some(sources) = sources {
+                for p in sources {
+                    reused.files += p.files.len() as u64;
+                    reused.bytes += p.files.iter().map(|f| f.size).sum::<u64>();
+                    parts.push(PartPlan::Reused(p.clone()));
+                }
+                continue;
+            }
             let listed = part_files(dir)?;
-            parts.push((name.clone(), listed.len()));
+            parts.push(PartPlan::Upload {
+                name: name.clone(),
+                rows,
+                files: listed.len(),
+            });
             files.extend(listed);
         }
         shape.push(parts);
     }
-    let (entries, stats) = transfer::upload_files(dest, files, jobs).await?;
+    let (entries, mut stats) = transfer::upload_files(dest, files, jobs).await?;
+    stats.add(&reused);
     let mut entries = entries.into_iter();
     let tables = frozen
         .tables
@@ -231,6 +277,7 @@ async fn upload_frozen(
         .map(|(t, parts)| TableEntry {
             database: t.database.clone(),
             table: t.table.clone(),
+            uuid: t.uuid.clone(),
             fields: t
                 .fields
                 .iter()
@@ -238,14 +285,45 @@ async fn upload_frozen(
                 .collect(),
             parts: parts
                 .into_iter()
-                .map(|(name, n)| PartEntry {
-                    name,
-                    files: entries.by_ref().take(n).collect(),
+                .map(|plan| match plan {
+                    PartPlan::Reused(p) => p,
+                    PartPlan::Upload { name, rows, files } => PartEntry {
+                        name,
+                        rows,
+                        files: entries.by_ref().take(files).collect(),
+                    },
                 })
                 .collect(),
         })
         .collect();
     Ok((tables, stats))
+}
+
+/// Both tables are known and the same one.
+fn same_table(base_uuid: &str, uuid: &str) -> bool {
+    !uuid.is_empty() && base_uuid == uuid
+}
+
+/// What a backup does with one frozen part.
+enum PartPlan {
+    /// Upload its `files` files (those not in the destination already).
+    Upload {
+        name: String,
+        rows: u64,
+        files: usize,
+    },
+    /// One of the previous backup's parts it was merged from.
+    Reused(PartEntry),
+}
+
+/// Rows of a part (its `count.txt`); 0 (never reused) when absent.
+fn part_rows(dir: &std::path::Path) -> Result<u64, BackupError> {
+    let path = dir.join("count.txt");
+    match std::fs::read_to_string(&path) {
+        Ok(s) => Ok(s.trim().parse().unwrap_or(0)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
+        Err(source) => Err(BackupError::Io { path, source }),
+    }
 }
 
 /// The files of a part directory, sorted; a part is flat.
@@ -298,6 +376,7 @@ async fn download_shard(
             table: t.table.clone(),
             fields: parse_fields(&t.fields)?,
             parts,
+            uuid: String::new(),
         });
     }
     futures::stream::iter(work)
