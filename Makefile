@@ -13,7 +13,7 @@ export PATH := $(HOME)/go/bin:/usr/local/go/bin:$(PATH)
 
 CARGO ?= cargo
 
-.PHONY: help deps build run test lint fmt bench-engine bench-layouts bench-wal bench-frontdoor bench-e2e bench-small-writes bench-scaleout bench-planner bench-operator-scale bench-protocols bench-query chaos soak images test-k8s
+.PHONY: help deps build run test lint fmt bench-engine bench-layouts bench-wal bench-frontdoor bench-e2e bench-small-writes bench-scaleout bench-planner bench-operator-scale bench-protocols bench-query bench-backup chaos soak images test-k8s
 
 help:
 	@echo "make run    - start a local cluster (etcd, nodes, router) in the foreground"
@@ -87,6 +87,12 @@ bench-protocols: build
 # (docs/benchmarks.md); ~15 minutes. OUT=<file> keeps the JSON figures.
 bench-query: build
 	@scripts/bench-query.sh
+
+# Issue 30: backup and restore of POINTS (100M) points on one node, MB/s and
+# points/s next to the disk's own sequential write and read rate (dd,
+# O_DIRECT, same run, same filesystem).
+bench-backup: build
+	@scripts/bench-backup.sh
 
 chaos: build
 	@scripts/chaos.sh
