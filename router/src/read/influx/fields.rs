@@ -535,6 +535,19 @@ mod tests {
             plan("SELECT host FROM m", &s).err().unwrap(),
             "statement must have at least one field in select clause"
         );
+        // An aggregate of something other than a field: InfluxDB's words.
+        assert_eq!(
+            plan("SELECT count(2) FROM m", &s).err().unwrap(),
+            "expected field argument in count()"
+        );
+        assert_eq!(
+            plan("SELECT max(mean(rx)) FROM m", &s).err().unwrap(),
+            "expected field argument in max()"
+        );
+        assert_eq!(
+            plan("SELECT count(distinct(2)) FROM m", &s).err().unwrap(),
+            "expected field argument in distinct()"
+        );
         // What `select::schema` gives a measurement with no table.
         let unknown = Schema {
             per_shard: Default::default(),
