@@ -137,7 +137,7 @@ pub(super) fn plan_fields(
             _ => expanded.push(f.clone()),
         }
     }
-    plan_expanded(expanded, schema, interval)
+    plan_expanded(expanded, schema, tag_keys, interval)
 }
 
 /// Slots are shared: a value read once feeds every plan that needs it.
@@ -223,6 +223,7 @@ fn lone_selector(fields: &[Field]) -> Option<usize> {
 fn plan_expanded(
     expanded: Vec<Field>,
     schema: &Schema,
+    tag_keys: &BTreeSet<String>,
     interval: Option<i64>,
 ) -> StmtResult<Planned> {
     let fields: Vec<Field> = expanded;
@@ -278,7 +279,13 @@ fn plan_expanded(
             *aux_slots = aux;
         }
     }
-    check_mixing(&fields, &slots, &plans, &outputs, !schema.samples)?;
+    check_mixing(&fields, &slots, &plans, &outputs, tag_keys, !schema.samples)?;
+    if !reads_field(&slots, &plans) {
+        // Only names that are neither a field nor a tag (`SELECT foo`,
+        // `mean(foo)`): InfluxDB answers with no series, no error.
+        plans.clear();
+        outputs.clear();
+    }
     Ok(Planned {
         fields,
         slots,
@@ -316,6 +323,7 @@ fn check_mixing(
     slots: &[Slot],
     plans: &[Plan],
     outputs: &[Output],
+    tag_keys: &BTreeSet<String>,
     types_known: bool,
 ) -> StmtResult<()> {
     let distinct = fields
@@ -331,15 +339,15 @@ fn check_mixing(
                 .into(),
         );
     }
-    let reads_field = plans.iter().any(|p| match p {
-        Plan::Aggregate { slot, .. } | Plan::Raw { slot, .. } => {
-            matches!(slots[*slot], Slot::Sql(_))
-        }
-    });
     // Without a table (a Prometheus metric, or a measurement no shard
     // knows) a name that is not `value` may be a label or nothing: InfluxDB
     // answers an unknown measurement with no series, not this error.
-    if types_known && !plans.is_empty() && !reads_field {
+    let only_tags = !slots.is_empty()
+        && slots.iter().all(|s| match s {
+            Slot::Tag(k) => tag_keys.contains(k),
+            Slot::Sql(_) => false,
+        });
+    if types_known && !plans.is_empty() && !reads_field(slots, plans) && only_tags {
         return Err("statement must have at least one field in select clause".into());
     }
     fn bare_var(e: &Expr) -> bool {
@@ -361,6 +369,15 @@ fn check_mixing(
         return Err("mixing aggregate and non-aggregate queries is not supported".into());
     }
     Ok(())
+}
+
+/// Whether a plan reads a field (rather than only tags or unknown names).
+fn reads_field(slots: &[Slot], plans: &[Plan]) -> bool {
+    plans.iter().any(|p| match p {
+        Plan::Aggregate { slot, .. } | Plan::Raw { slot, .. } => {
+            matches!(slots[*slot], Slot::Sql(_))
+        }
+    })
 }
 
 /// The field an aggregate reads: `f` in `mean(f)`, `count(distinct(f))`.
@@ -535,6 +552,15 @@ mod tests {
             plan("SELECT host FROM m", &s).err().unwrap(),
             "statement must have at least one field in select clause"
         );
+        // A name that is neither a field nor a tag: no series, no error
+        // (InfluxDB's answer to `SELECT idontexist FROM cpu`).
+        for q in [
+            "SELECT foo FROM m",
+            "SELECT foo, host FROM m",
+            "SELECT mean(foo) FROM m",
+        ] {
+            assert!(plan(q, &s).unwrap().plans.is_empty(), "{q}");
+        }
         // An aggregate of something other than a field: InfluxDB's words.
         assert_eq!(
             plan("SELECT count(2) FROM m", &s).err().unwrap(),
