@@ -32,6 +32,7 @@ pub(super) async fn first_time(
         tag_condition: tag_condition.map(str::to_owned),
         field_condition: None,
         limit: None,
+        join_series_tags: false,
     });
     let t = shardhouse_common::names::sql_ident(sqlgen::TIME_COLUMN);
     let sql = format!("SELECT min({t}), count() FROM ({inner})");

@@ -213,13 +213,20 @@ async fn one_measurement(
         .as_ref()
         .map(|c| sqlgen::condition_sql(c, &|v: &VarRef| Ref::Tag(v.name.clone())))
         .transpose()?;
-    if let Some(fc) = &field_cond {
-        if mentions_tag(fc, &is_field) {
-            return Err(format!(
-                "conditions that combine tags and fields under OR are not supported yet: {fc}"
-            ));
-        }
-    }
+    // A tag beside a field under OR (or compared with a field) is read
+    // from the series' tags joined to each point.
+    let join_series_tags = field_cond
+        .as_ref()
+        .is_some_and(|fc| mentions_tag(fc, &is_field));
+    let field_cond = field_cond.map(|fc| {
+        sqlgen::untyped_tag_comparisons(&fc, &|v: &VarRef| {
+            if sqlgen::is_tag_ref(v, &is_field) {
+                None
+            } else {
+                Some(schema.fields.get(&v.name).copied().unwrap_or("float"))
+            }
+        })
+    });
 
     // GROUP BY.
     let mut interval = None;
@@ -401,9 +408,16 @@ async fn one_measurement(
                 shardhouse_common::names::sql_ident(&format!("s{i}"))
             ));
         }
+        let resolve_condition = |v: &VarRef| {
+            if sqlgen::is_tag_ref(v, &is_field) {
+                Ref::SeriesTag(v.name.clone())
+            } else {
+                resolve(v)
+            }
+        };
         let field_sql = field_cond
             .as_ref()
-            .map(|c| sqlgen::condition_sql(c, &resolve))
+            .map(|c| sqlgen::condition_sql(c, &resolve_condition))
             .transpose()?;
         let inner = sqlgen::fact_sql(&FactQuery {
             measurement,
@@ -413,6 +427,7 @@ async fn one_measurement(
             tag_condition: tag_sql.clone(),
             field_condition: field_sql,
             limit: (!pushed).then_some(ctx.max_points as u64 + 1),
+            join_series_tags,
         });
         if !pushed {
             return Ok(inner);

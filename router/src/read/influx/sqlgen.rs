@@ -22,6 +22,10 @@ pub const SERIES_COLUMN: &str = "__sid";
 /// an earlier bound reads as unbounded.
 const MIN_STORED_NS: i64 = -2_208_988_800_000_000_000;
 
+/// The series' tag map joined to each fact row, when a condition on the
+/// points reads a tag (see [`FactQuery::join_series_tags`]).
+pub const SERIES_TAGS_COLUMN: &str = "__tags";
+
 /// What a name in a condition means on the shard the SQL is for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Ref {
@@ -29,6 +33,8 @@ pub enum Ref {
     Field(String),
     /// A tag key (read from the series' tag map).
     Tag(String),
+    /// A tag key read from the tag map joined to each fact row.
+    SeriesTag(String),
     /// A field this shard never received: every point lacks it (NULL).
     Missing,
 }
@@ -49,6 +55,9 @@ pub struct FactQuery<'a> {
     pub field_condition: Option<String>,
     /// At most this many rows (the router's row budget plus one).
     pub limit: Option<u64>,
+    /// Join each row's series tags (as [`SERIES_TAGS_COLUMN`]): the field
+    /// condition reads a tag (`tag = 'a' OR field = 1`, `tag != field`).
+    pub join_series_tags: bool,
 }
 
 impl FactQuery<'_> {
@@ -73,6 +82,14 @@ pub fn fact_sql(q: &FactQuery<'_>) -> String {
         sql.push_str(c);
     }
     sql.push_str(&format!(" FROM {} FINAL", sql_ident(q.table())));
+    if q.join_series_tags {
+        // ANY: one tag map per series, however many index rows it has.
+        sql.push_str(&format!(
+            " ANY LEFT JOIN (SELECT series_id, tags AS {} FROM _series WHERE {}) AS `__series` USING (series_id)",
+            sql_ident(SERIES_TAGS_COLUMN),
+            series_condition(q.measurement, None)
+        ));
+    }
     let mut conds = time_conditions(q.range);
     if q.samples || q.tag_condition.is_some() {
         conds.push(format!(
@@ -149,6 +166,9 @@ pub fn condition_sql(expr: &Expr, resolve: &dyn Fn(&VarRef) -> Ref) -> Result<St
         Expr::VarRef(v) => match resolve(v) {
             Ref::Field(name) => sql_ident(&name),
             Ref::Tag(key) => format!("tags[{}]", sql_literal(&key)),
+            Ref::SeriesTag(key) => {
+                format!("{}[{}]", sql_ident(SERIES_TAGS_COLUMN), sql_literal(&key))
+            }
             Ref::Missing => "NULL".into(),
         },
         Expr::Literal(l) => literal_sql(l),
@@ -215,6 +235,53 @@ fn literal_sql(l: &Literal) -> String {
     }
 }
 
+/// A condition on points with each comparison between a tag and a value
+/// that is not a string (a number, a boolean, a field of another type)
+/// made `false`: InfluxDB compares types strictly, so those never match
+/// (and ClickHouse refuses to compare a String with a number).
+/// `field_type`: the InfluxDB type of a field, `None` for a tag.
+pub fn untyped_tag_comparisons(
+    e: &Expr,
+    field_type: &dyn Fn(&VarRef) -> Option<&'static str>,
+) -> Expr {
+    let Expr::Binary { op, lhs, rhs } = e else {
+        return e.clone();
+    };
+    let comparison = matches!(
+        op,
+        BinaryOp::Eq
+            | BinaryOp::NotEq
+            | BinaryOp::Lt
+            | BinaryOp::LtEq
+            | BinaryOp::Gt
+            | BinaryOp::GtEq
+    );
+    if comparison {
+        // Some(true): a tag; Some(false): a value that is not a string.
+        let kind = |x: &Expr| match x {
+            Expr::VarRef(v) => match field_type(v) {
+                None => Some(true),
+                Some(t) => (t != "string").then_some(false),
+            },
+            Expr::Literal(Literal::String(_)) => None,
+            Expr::Literal(_) => Some(false),
+            _ => None,
+        };
+        let (l, r) = (kind(lhs), kind(rhs));
+        if matches!(
+            (l, r),
+            (Some(true), Some(false)) | (Some(false), Some(true))
+        ) {
+            return Expr::Literal(Literal::Boolean(false));
+        }
+    }
+    Expr::Binary {
+        op: *op,
+        lhs: Box::new(untyped_tag_comparisons(lhs, field_type)),
+        rhs: Box::new(untyped_tag_comparisons(rhs, field_type)),
+    }
+}
+
 /// Whether a name is a tag under the query's schema: `::tag` says so,
 /// `::field` (or another field type) says not; otherwise it is a tag
 /// unless the measurement has a field of that name (a field wins, as in
@@ -278,6 +345,7 @@ mod tests {
             tag_condition: Some("(tags['host'] = 'a')".into()),
             field_condition: Some("(`usage` > 1)".into()),
             limit: Some(101),
+            join_series_tags: false,
         };
         assert_eq!(
             fact_sql(&q),
@@ -295,11 +363,57 @@ mod tests {
             tag_condition: None,
             field_condition: None,
             limit: None,
+            join_series_tags: false,
         };
         assert_eq!(
             fact_sql(&q),
             "SELECT toUnixTimestamp64Nano(time) AS `__t`, series_id AS `__sid` FROM `_samples` FINAL \
              WHERE series_id IN (SELECT series_id FROM _series WHERE measurement = 'up')"
+        );
+    }
+
+    #[test]
+    fn a_field_condition_reading_a_tag_joins_the_series_tags() {
+        let resolve = |v: &VarRef| match v.name.as_str() {
+            "foo" | "n" => Ref::Field(v.name.clone()),
+            _ => Ref::SeriesTag(v.name.clone()),
+        };
+        fn field_type(v: &VarRef) -> Option<&'static str> {
+            match v.name.as_str() {
+                "foo" => Some("string"),
+                "n" => Some("integer"),
+                _ => None,
+            }
+        }
+        let sql = |t: &str| {
+            condition_sql(&untyped_tag_comparisons(&cond(t), &field_type), &resolve).unwrap()
+        };
+        assert_eq!(
+            sql("tennant = 'paul' OR foo = 'bar'"),
+            "((`__tags`['tennant'] = 'paul') OR (`foo` = 'bar'))"
+        );
+        assert_eq!(sql("tennant != foo"), "(`__tags`['tennant'] != `foo`)");
+        // A tag never equals (nor differs from) an integer field or a number.
+        assert_eq!(sql("tennant != n OR n = 2"), "(false OR (`n` = 2))");
+        assert_eq!(
+            sql("5 < tennant AND foo = 'x'"),
+            "(false AND (`foo` = 'x'))"
+        );
+        let q = FactQuery {
+            measurement: "w",
+            samples: false,
+            columns: vec!["`foo` AS `s0`".into()],
+            range: TimeRange::UNBOUNDED,
+            tag_condition: None,
+            field_condition: Some(sql("tennant = 'paul' OR foo = 'bar'")),
+            limit: None,
+            join_series_tags: true,
+        };
+        assert_eq!(
+            fact_sql(&q),
+            "SELECT toUnixTimestamp64Nano(time) AS `__t`, series_id AS `__sid`, `foo` AS `s0` FROM `w` FINAL \
+             ANY LEFT JOIN (SELECT series_id, tags AS `__tags` FROM _series WHERE measurement = 'w') AS `__series` USING (series_id) \
+             WHERE (((`__tags`['tennant'] = 'paul') OR (`foo` = 'bar')))"
         );
     }
 
