@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use shardhouse_common::names::sql_literal;
 use shardhouse_common::proto::{storage_op, DropMeasurement};
 use shardhouse_eval::Series;
-use shardhouse_influxql::{Statement, TagKeyMatch};
+use shardhouse_influxql::{ShowTagValues, Statement, TagKeyMatch};
 
 use super::fetch::{self, text_at};
 use super::select::StmtResult;
@@ -65,8 +65,12 @@ async fn run_statement(ctx: &Ctx<'_>, stmt: &Statement) -> StmtResult<Vec<Series
     }
     match stmt {
         Statement::ShowCardinality(c) => {
-            let listing = cardinality::listing(c)?;
-            let listed = Box::pin(run_statement(ctx, &listing)).await?;
+            let listed = match cardinality::listing(c)? {
+                // Each tag is tested on its own series: a tag the series
+                // lacks matches nothing (InfluxDB's `_tags` evaluation).
+                Statement::ShowTagValues(t) => tag_values(ctx, &t, true).await?,
+                listing => Box::pin(run_statement(ctx, &listing)).await?,
+            };
             Ok(cardinality::counted(c, listed))
         }
         Statement::ShowDatabases => {
@@ -114,50 +118,7 @@ async fn run_statement(ctx: &Ctx<'_>, stmt: &Statement) -> StmtResult<Vec<Series
                 |v| vec![s(v)],
             ))
         }
-        Statement::ShowTagValues(t) => {
-            let db = storage_of(ctx, t.database.as_deref())?;
-            let mut sql = "SELECT measurement, concat(toString(k), '\\0', v) FROM _series ARRAY JOIN mapKeys(tags) AS k, mapValues(tags) AS v".to_string();
-            let key_cond = match &t.key {
-                TagKeyMatch::Eq(k) => format!("k = {}", sql_literal(k)),
-                TagKeyMatch::NotEq(k) => format!("k != {}", sql_literal(k)),
-                TagKeyMatch::Regex(re) => format!("match(toString(k), {})", sql_literal(&re.0)),
-                TagKeyMatch::NotRegex(re) => {
-                    format!("NOT match(toString(k), {})", sql_literal(&re.0))
-                }
-                TagKeyMatch::In(keys) => format!(
-                    "k IN ({})",
-                    keys.iter()
-                        .map(|k| sql_literal(k))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            };
-            // In SHOW TAG VALUES, `value` and `key` are the listed pair.
-            let pair = |v: &shardhouse_influxql::VarRef| match v.name.as_str() {
-                "value" => Ref::Field("v".into()),
-                "key" => Ref::Field("k".into()),
-                other => Ref::Tag(other.to_owned()),
-            };
-            push_where_with(&mut sql, &t.from, t.condition.as_ref(), ctx.now, &pair)?;
-            sql.push_str(if sql.contains(" WHERE ") {
-                " AND "
-            } else {
-                " WHERE "
-            });
-            sql.push_str(&key_cond);
-            sql.push_str(" GROUP BY 1, 2");
-            let pairs = string_pairs(ctx, &db, &sql).await?;
-            Ok(per_measurement(
-                pairs,
-                &["key", "value"],
-                t.limit,
-                t.offset,
-                |kv| {
-                    let (k, v) = kv.split_once('\0').unwrap_or((kv.as_str(), ""));
-                    vec![s(k.to_owned()), s(v.to_owned())]
-                },
-            ))
-        }
+        Statement::ShowTagValues(t) => tag_values(ctx, t, false).await,
         Statement::ShowFieldKeys(f) => {
             let db = storage_of(ctx, f.database.as_deref())?;
             let mut out = Vec::new();
@@ -219,6 +180,61 @@ async fn run_statement(ctx: &Ctx<'_>, stmt: &Statement) -> StmtResult<Vec<Series
     }
 }
 
+/// `SHOW TAG VALUES`: (key, value) pairs per measurement. `strict`: a
+/// comparison with a tag the series lacks is not true (the cardinality's
+/// evaluation); otherwise the missing tag reads as '' (the index's).
+async fn tag_values(ctx: &Ctx<'_>, t: &ShowTagValues, strict: bool) -> StmtResult<Vec<Series>> {
+    let db = storage_of(ctx, t.database.as_deref())?;
+    let sql = tag_values_sql(t, ctx.now, strict)?;
+    let pairs = string_pairs(ctx, &db, &sql).await?;
+    Ok(per_measurement(
+        pairs,
+        &["key", "value"],
+        t.limit,
+        t.offset,
+        |kv| {
+            let (k, v) = kv.split_once('\0').unwrap_or((kv.as_str(), ""));
+            vec![s(k.to_owned()), s(v.to_owned())]
+        },
+    ))
+}
+
+/// The `_series` query of [`tag_values`]: (measurement, key NUL value).
+fn tag_values_sql(t: &ShowTagValues, now: i64, strict: bool) -> StmtResult<String> {
+    let mut sql = "SELECT measurement, concat(toString(k), '\\0', v) FROM _series ARRAY JOIN mapKeys(tags) AS k, mapValues(tags) AS v".to_string();
+    let key_cond = match &t.key {
+        TagKeyMatch::Eq(k) => format!("k = {}", sql_literal(k)),
+        TagKeyMatch::NotEq(k) => format!("k != {}", sql_literal(k)),
+        TagKeyMatch::Regex(re) => format!("match(toString(k), {})", sql_literal(&re.0)),
+        TagKeyMatch::NotRegex(re) => {
+            format!("NOT match(toString(k), {})", sql_literal(&re.0))
+        }
+        TagKeyMatch::In(keys) => format!(
+            "k IN ({})",
+            keys.iter()
+                .map(|k| sql_literal(k))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    // In SHOW TAG VALUES, `value` and `key` are the listed pair.
+    let pair = |v: &shardhouse_influxql::VarRef| match v.name.as_str() {
+        "value" => Ref::Field("v".into()),
+        "key" => Ref::Field("k".into()),
+        other if strict => Ref::PresentTag(other.to_owned()),
+        other => Ref::Tag(other.to_owned()),
+    };
+    push_where_with(&mut sql, &t.from, t.condition.as_ref(), now, &pair)?;
+    sql.push_str(if sql.contains(" WHERE ") {
+        " AND "
+    } else {
+        " WHERE "
+    });
+    sql.push_str(&key_cond);
+    sql.push_str(" GROUP BY 1, 2");
+    Ok(sql)
+}
+
 fn statement_name(stmt: &Statement) -> &'static str {
     match stmt {
         Statement::Explain { .. } => "EXPLAIN",
@@ -242,5 +258,31 @@ fn database_of(ctx: &Ctx<'_>, on: Option<&str>) -> StmtResult<String> {
     match on.filter(|d| !d.is_empty()).unwrap_or(ctx.database) {
         "" => Err("database name required".into()),
         db => Ok(db.to_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn show_tag_values(q: &str) -> ShowTagValues {
+        match shardhouse_influxql::parse_statement(q).unwrap() {
+            Statement::ShowTagValues(t) => t,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_cardinalitys_missing_tag_matches_nothing() {
+        let t = show_tag_values("SHOW TAG VALUES WITH KEY = host WHERE region !~ /us/");
+        // The listing: a series without `region` has region '' (which
+        // does not match /us/), as InfluxDB's index answers.
+        let listing = tag_values_sql(&t, 0, false).unwrap();
+        assert!(listing.contains("WHERE NOT match(tags['region'], 'us') AND k = 'host'"));
+        // The cardinality: a series without `region` is not counted.
+        let counted = tag_values_sql(&t, 0, true).unwrap();
+        assert!(counted.contains(
+            "WHERE NOT match(if(mapContains(tags, 'region'), tags['region'], NULL), 'us') AND k = 'host'"
+        ));
     }
 }

@@ -31,8 +31,11 @@ pub const SERIES_TAGS_COLUMN: &str = "__tags";
 pub enum Ref {
     /// A field column the shard's table has.
     Field(String),
-    /// A tag key (read from the series' tag map).
+    /// A tag key (read from the series' tag map; a missing tag is '').
     Tag(String),
+    /// A tag key whose absence is NULL, so that any comparison with it is
+    /// not true (InfluxDB's per-tag evaluation of a cardinality's WHERE).
+    PresentTag(String),
     /// A tag key read from the tag map joined to each fact row.
     SeriesTag(String),
     /// A field this shard never received: every point lacks it (NULL).
@@ -166,6 +169,10 @@ pub fn condition_sql(expr: &Expr, resolve: &dyn Fn(&VarRef) -> Ref) -> Result<St
         Expr::VarRef(v) => match resolve(v) {
             Ref::Field(name) => sql_ident(&name),
             Ref::Tag(key) => format!("tags[{}]", sql_literal(&key)),
+            Ref::PresentTag(key) => {
+                let k = sql_literal(&key);
+                format!("if(mapContains(tags, {k}), tags[{k}], NULL)")
+            }
             Ref::SeriesTag(key) => {
                 format!("{}[{}]", sql_ident(SERIES_TAGS_COLUMN), sql_literal(&key))
             }
@@ -414,6 +421,18 @@ mod tests {
             "SELECT toUnixTimestamp64Nano(time) AS `__t`, series_id AS `__sid`, `foo` AS `s0` FROM `w` FINAL \
              ANY LEFT JOIN (SELECT series_id, tags AS `__tags` FROM _series WHERE measurement = 'w') AS `__series` USING (series_id) \
              WHERE (((`__tags`['tennant'] = 'paul') OR (`foo` = 'bar')))"
+        );
+    }
+
+    #[test]
+    fn a_present_tag_is_null_when_absent() {
+        let sql = condition_sql(&cond("region !~ /us/"), &|v: &VarRef| {
+            Ref::PresentTag(v.name.clone())
+        })
+        .unwrap();
+        assert_eq!(
+            sql,
+            "NOT match(if(mapContains(tags, 'region'), tags['region'], NULL), 'us')"
         );
     }
 
