@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use shardhouse_common::names::sql_literal;
 use shardhouse_common::proto::{storage_op, DropMeasurement};
 use shardhouse_eval::Series;
-use shardhouse_influxql::{ShowTagValues, Statement, TagKeyMatch};
+use shardhouse_influxql::{ShowMeasurements, ShowTagValues, Statement, TagKeyMatch};
 
 use super::fetch::{self, text_at};
 use super::select::StmtResult;
@@ -19,11 +19,13 @@ use super::Ctx;
 
 mod cardinality;
 mod continuous;
+mod measurement_filter;
 mod policies;
 mod series_index;
 mod storage_ops;
 mod users;
 
+use measurement_filter::{MeasurementFilter, TagCounts};
 use series_index::{
     databases, distinct_rows, distinct_strings, from_measurements, limit, measurement_matches,
     non_empty, per_measurement, push_where, push_where_with, s, string_pairs, table, tag_sql,
@@ -69,6 +71,8 @@ async fn run_statement(ctx: &Ctx<'_>, stmt: &Statement) -> StmtResult<Vec<Series
                 // Each tag is tested on its own series: a tag the series
                 // lacks matches nothing (InfluxDB's `_tags` evaluation).
                 Statement::ShowTagValues(t) => tag_values(ctx, &t, true).await?,
+                // Counted by series, as InfluxDB's `_series` count.
+                Statement::ShowMeasurements(m) => measurements(ctx, &m, true).await?,
                 listing => Box::pin(run_statement(ctx, &listing)).await?,
             };
             Ok(cardinality::counted(c, listed))
@@ -82,28 +86,7 @@ async fn run_statement(ctx: &Ctx<'_>, stmt: &Statement) -> StmtResult<Vec<Series
                 dbs.into_iter().map(|(n, _)| vec![s(n)]).collect(),
             )])
         }
-        Statement::ShowMeasurements(m) => {
-            if m.condition.as_ref().is_some_and(cardinality::mentions_time) {
-                return Err("SHOW MEASUREMENTS doesn't support time in WHERE clause".into());
-            }
-            let db = storage_of(ctx, m.database.as_deref())?;
-            let mut sql = "SELECT DISTINCT measurement FROM _series".to_string();
-            if let Some(c) = &m.condition {
-                if let Some(w) = tag_sql(c, ctx.now)? {
-                    sql.push_str(&format!(" WHERE {w}"));
-                }
-            }
-            let mut names = distinct_strings(ctx, &db, &sql).await?;
-            if let Some(w) = &m.with_measurement {
-                names.retain(|n| measurement_matches(w, n));
-            }
-            let rows = limit(
-                names.into_iter().map(|n| vec![s(n)]).collect(),
-                m.limit,
-                m.offset,
-            );
-            Ok(non_empty(table("measurements", &["name"], rows)))
-        }
+        Statement::ShowMeasurements(m) => measurements(ctx, m, false).await,
         Statement::ShowTagKeys(k) => {
             let db = storage_of(ctx, k.database.as_deref())?;
             let mut sql = "SELECT measurement, arrayJoin(arrayMap(x -> toString(x), mapKeys(tags))) AS k FROM _series".to_string();
@@ -178,6 +161,63 @@ async fn run_statement(ctx: &Ctx<'_>, stmt: &Statement) -> StmtResult<Vec<Series
             statement_name(other)
         )),
     }
+}
+
+/// `SHOW MEASUREMENTS`: the condition decides per measurement
+/// ([`MeasurementFilter`]), or per series when `by_series` (the listing a
+/// cardinality counts).
+async fn measurements(
+    ctx: &Ctx<'_>,
+    m: &ShowMeasurements,
+    by_series: bool,
+) -> StmtResult<Vec<Series>> {
+    if m.condition.as_ref().is_some_and(cardinality::mentions_time) {
+        return Err("SHOW MEASUREMENTS doesn't support time in WHERE clause".into());
+    }
+    let db = storage_of(ctx, m.database.as_deref())?;
+    let mut names = match &m.condition {
+        Some(c) if !by_series => {
+            let filter = MeasurementFilter::new(c)?;
+            let n = filter.tag_comparisons();
+            let mut counts = TagCounts::new();
+            let answers = fetch::on_every_shard(ctx.router, &db, &filter.sql(), ctx.deadline)
+                .await
+                .map_err(|e| e.to_string())?;
+            for b in answers.iter().flat_map(|(_, batches)| batches) {
+                for row in 0..b.num_rows() {
+                    let sums = counts
+                        .entry(text_at(b.column(0), row))
+                        .or_insert_with(|| vec![(0, 0); n]);
+                    for (i, sum) in sums.iter_mut().enumerate() {
+                        sum.0 += fetch::u64_at(b.column(1 + 2 * i), row).unwrap_or(0);
+                        sum.1 += fetch::u64_at(b.column(2 + 2 * i), row).unwrap_or(0);
+                    }
+                }
+            }
+            filter.keep(&counts)?
+        }
+        cond => {
+            let mut sql = "SELECT DISTINCT measurement FROM _series".to_string();
+            if let Some(w) = cond
+                .as_ref()
+                .map(|c| tag_sql(c, ctx.now))
+                .transpose()?
+                .flatten()
+            {
+                sql.push_str(&format!(" WHERE {w}"));
+            }
+            distinct_strings(ctx, &db, &sql).await?
+        }
+    };
+    if let Some(w) = &m.with_measurement {
+        names.retain(|n| measurement_matches(w, n));
+    }
+    let rows = limit(
+        names.into_iter().map(|n| vec![s(n)]).collect(),
+        m.limit,
+        m.offset,
+    );
+    Ok(non_empty(table("measurements", &["name"], rows)))
 }
 
 /// `SHOW TAG VALUES`: (key, value) pairs per measurement. `strict`: a
