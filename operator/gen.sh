@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerates the files derived from the Rust types and the chart:
-#   manifests/crds/ and charts/shardhouse/crds/  <- crdgen
+#   manifests/crds/ and charts/shardhouse/crds/  <- crdgen PLURAL, one file per CRD
 #   manifests/install.yaml                       <- helm template of the chart
 # `gen.sh --check FILE` renders the bundle into FILE and diffs it instead.
 set -euo pipefail
@@ -30,7 +30,9 @@ if [ "${1:-}" = "--check" ]; then
 fi
 cargo build --release -p shardhouse-operator --bin crdgen >&2
 mkdir -p manifests/crds charts/shardhouse/crds
-"$CARGO_TARGET_DIR/release/crdgen" >manifests/crds/shardhouseclusters.shardhouse.dev.yaml
-cp manifests/crds/shardhouseclusters.shardhouse.dev.yaml charts/shardhouse/crds/
+for plural in shardhouseclusters shardhousebackups shardhouserestores; do
+  "$CARGO_TARGET_DIR/release/crdgen" "$plural" >"manifests/crds/$plural.shardhouse.dev.yaml"
+  cp "manifests/crds/$plural.shardhouse.dev.yaml" charts/shardhouse/crds/
+done
 bundle manifests/install.yaml
 echo "regenerated CRDs and manifests/install.yaml" >&2

@@ -7,6 +7,8 @@
 pub mod autoscale;
 pub mod backoff;
 pub mod backup;
+pub mod backup_controller;
+pub mod backup_schedule;
 pub mod catch_up;
 pub mod controller;
 pub mod crd;

@@ -1,13 +1,16 @@
-//! shardhouse-operator: reconciles ShardhouseCluster resources and serves
-//! `/metrics`, `/health` and `/ready`.
+//! shardhouse-operator: reconciles ShardhouseCluster, ShardhouseBackup and
+//! ShardhouseRestore resources and serves `/metrics`, `/health` and `/ready`.
 
 use anyhow::Context as _;
 use axum::{routing::get, Router};
 use clap::Parser;
-use shardhouse_operator::{controller, metrics};
+use shardhouse_operator::{backup_controller, controller, metrics};
 
 #[derive(Parser, Debug)]
-#[command(version, about = "Kubernetes operator for ShardhouseCluster")]
+#[command(
+    version,
+    about = "Kubernetes operator for ShardhouseCluster, ShardhouseBackup and ShardhouseRestore"
+)]
 struct Options {
     /// Address for /metrics, /health and /ready.
     #[arg(
@@ -63,7 +66,11 @@ async fn main() -> anyhow::Result<()> {
     {
         println!("READY shardhouse-operator http={addr}");
     }
-    controller::run(client).await;
+    // ShardhouseCluster, and ShardhouseBackup / ShardhouseRestore.
+    tokio::join!(
+        controller::run(client.clone()),
+        backup_controller::run(client)
+    );
     server.abort();
     Ok(())
 }

@@ -1,8 +1,9 @@
-//! The generated CRD is committed as generated, and the chart, Dockerfiles,
+//! The generated CRDs are committed as generated, and the chart, Dockerfiles,
 //! operator and binaries agree on image names, binary paths and ports.
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
-use shardhouse_operator::crd::{ShardhouseCluster, DEFAULT_REGISTRY, DEFAULT_TAG};
+use shardhouse_operator::crd::{self, ShardhouseCluster, DEFAULT_REGISTRY, DEFAULT_TAG};
 use shardhouse_operator::resources::*;
 use std::path::PathBuf;
 
@@ -14,18 +15,57 @@ fn read(rel: &str) -> String {
     std::fs::read_to_string(root().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
 }
 
-#[test]
-fn committed_crd_matches_the_rust_types() {
-    let generated = serde_yaml::to_string(&ShardhouseCluster::crd()).unwrap();
+/// The committed CRD of `plural` is crdgen's output, in both places.
+fn assert_committed(plural: &str, crd: &CustomResourceDefinition) -> String {
+    let generated = serde_yaml::to_string(crd).unwrap();
     for f in [
-        "manifests/crds/shardhouseclusters.shardhouse.dev.yaml",
-        "charts/shardhouse/crds/shardhouseclusters.shardhouse.dev.yaml",
+        format!("manifests/crds/{plural}.shardhouse.dev.yaml"),
+        format!("charts/shardhouse/crds/{plural}.shardhouse.dev.yaml"),
     ] {
         assert!(
-            read(f) == generated,
+            read(&f) == generated,
             "{f} is stale: run operator/gen.sh and commit the result"
         );
     }
+    generated
+}
+
+#[test]
+fn committed_backup_and_restore_crds_match_the_rust_types() {
+    let backup = assert_committed(crd::BACKUP_PLURAL, &crd::ShardhouseBackup::crd());
+    assert!(backup.contains("- shb"));
+    for col in ["Cluster", "Schedule", "Last Backup", "Last Success", "Next"] {
+        assert!(
+            backup.contains(&format!("name: {col}")),
+            "printer column {col}"
+        );
+    }
+    let restore = assert_committed(crd::RESTORE_PLURAL, &crd::ShardhouseRestore::crd());
+    assert!(restore.contains("- shr"));
+    assert!(restore.contains("a ShardhouseRestore is one-off"));
+    // The chart's ClusterRole lets the operator watch both and write their
+    // status and Events.
+    let rbac = read("charts/shardhouse/templates/rbac.yaml");
+    for r in [
+        crd::BACKUP_PLURAL.to_string(),
+        format!("{}/status", crd::BACKUP_PLURAL),
+        crd::RESTORE_PLURAL.to_string(),
+        format!("{}/status", crd::RESTORE_PLURAL),
+    ] {
+        assert!(rbac.contains(&format!("\"{r}\"")), "rbac.yaml lacks {r}");
+    }
+    let bundle = read("manifests/install.yaml");
+    for plural in [crd::BACKUP_PLURAL, crd::RESTORE_PLURAL] {
+        assert!(
+            bundle.contains(&format!("name: {plural}.shardhouse.dev")),
+            "manifests/install.yaml lacks the {plural} CRD: run operator/gen.sh"
+        );
+    }
+}
+
+#[test]
+fn committed_crd_matches_the_rust_types() {
+    let generated = assert_committed(crd::PLURAL, &ShardhouseCluster::crd());
     // The schema carries the rules the API server must enforce.
     for rule in [
         "self.replicationFactor % 2 == 1",

@@ -1,0 +1,598 @@
+//! The ShardhouseBackup and ShardhouseRestore controllers: when a backup is
+//! due (`backup_schedule::due`) the operator runs it itself with the
+//! library `shardhouse-ctl backup create` uses, against the cluster's etcd
+//! and nodes, applies retention, and writes status and Events; a
+//! ShardhouseRestore restores once into its new cluster when that cluster
+//! runs. The decisions are in `backup_schedule`; this file is the I/O.
+//!
+//! Deleting either resource deletes nothing at the destination: backups
+//! outlive the objects that took them (no finalizer).
+
+use crate::backup::{self, Knobs};
+use crate::backup_schedule::{self as decide, BackupClock, Due, RestoreStep, Schedule};
+use crate::crd::{
+    RestorePhase, ShardhouseBackup, ShardhouseBackupStatus, ShardhouseCluster, ShardhouseRestore,
+    ShardhouseRestoreStatus, GROUP, VERSION,
+};
+use crate::rebalance::ClusterMeta;
+use crate::resources::{self, MANAGER};
+use crate::{Error, Result};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::watcher;
+use kube::{Client, Resource, ResourceExt};
+use serde_json::json;
+use shardhouse_common::credential::ClusterToken;
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Keys a `credentialsSecret` must hold.
+pub const CREDENTIAL_KEYS: [&str; 2] = ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"];
+
+/// Shared by the reconciles of both resources.
+pub struct Context {
+    pub client: Client,
+    recorder: Recorder,
+    /// Restores this process started (`namespace/name`): a restore found
+    /// `Restoring` and not in here was interrupted by a restart. Kept after
+    /// they finish, so a reconcile that still sees the `Restoring` status
+    /// (the watch lags our last write) waits instead of failing it.
+    restores_started: Mutex<BTreeSet<String>>,
+    /// The last run per backup (`namespace/name`): the same decision again
+    /// means the watch has not yet shown the status that run wrote.
+    last_run: Mutex<BTreeMap<String, Due>>,
+}
+
+impl Context {
+    pub fn new(client: Client) -> Self {
+        let reporter = Reporter {
+            controller: MANAGER.into(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        Context {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            restores_started: Mutex::new(BTreeSet::new()),
+            last_run: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    fn restores_started(&self) -> std::sync::MutexGuard<'_, BTreeSet<String>> {
+        self.restores_started
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn last_run(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Due>> {
+        self.last_run.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// An Event about `obj` (best effort: a failure to record one must not
+    /// fail the reconcile that did the work).
+    async fn event<K: Resource<DynamicType = ()>>(
+        &self,
+        obj: &K,
+        type_: EventType,
+        reason: &str,
+        note: String,
+    ) {
+        let ev = Event {
+            type_,
+            reason: reason.into(),
+            note: Some(note),
+            action: reason.into(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&ev, &obj.object_ref(&())).await {
+            tracing::warn!(%e, reason, "could not publish event");
+        }
+    }
+}
+
+/// Runs both controllers until the process is told to stop.
+pub async fn run(client: Client) {
+    let ctx = Arc::new(Context::new(client.clone()));
+    let wc = watcher::Config::default().any_semantic();
+    let backups = Controller::new(Api::<ShardhouseBackup>::all(client.clone()), wc.clone())
+        .shutdown_on_signal()
+        .run(reconcile_backup, error_policy, ctx.clone())
+        .for_each(|res| async move {
+            if let Err(e) = res {
+                tracing::debug!(%e, "backup reconcile error");
+            }
+        });
+    let restores = Controller::new(Api::<ShardhouseRestore>::all(client), wc)
+        .shutdown_on_signal()
+        .run(reconcile_restore, error_policy, ctx)
+        .for_each(|res| async move {
+            if let Err(e) = res {
+                tracing::debug!(%e, "restore reconcile error");
+            }
+        });
+    futures::join!(backups, restores);
+}
+
+/// API errors (status writes, reads): try again soon. Failed backups and
+/// restores are not errors here: they are in the status.
+fn error_policy<K>(obj: Arc<K>, err: &Error, _ctx: Arc<Context>) -> Action
+where
+    K: Resource<DynamicType = ()>,
+{
+    crate::metrics::RECONCILE_ERRORS.inc();
+    tracing::warn!(name = %obj.name_any(), %err, "backup/restore reconcile failed");
+    Action::requeue(Duration::from_secs(15))
+}
+
+fn namespace<K: Resource>(obj: &K) -> Result<String> {
+    obj.namespace()
+        .ok_or(Error::MissingField("metadata.namespace"))
+}
+
+/// `ClusterMeta` of a ShardhouseCluster, as `shardhouse-ctl --etcd E
+/// --cluster C` builds it: its etcd endpoints, its name in etcd, and the
+/// cluster credential when the cluster requires one.
+async fn cluster_meta(
+    client: &Client,
+    c: &ShardhouseCluster,
+    ns: &str,
+) -> Result<ClusterMeta, String> {
+    let token = match c.cluster_token_secret() {
+        None => None,
+        Some((name, key)) => {
+            let text = secret_value(client, ns, &name, &key).await?;
+            Some(
+                ClusterToken::new(&text, &format!("Secret {name} key `{key}`"))
+                    .map_err(|e| e.to_string())?,
+            )
+        }
+    };
+    let endpoints = c.etcd_endpoints();
+    let meta = ClusterMeta::connect(&endpoints, &resources::etcd_cluster_key(c))
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(meta.with_node_token(token))
+}
+
+/// One key of a Secret, as text.
+async fn secret_value(client: &Client, ns: &str, name: &str, key: &str) -> Result<String, String> {
+    let api: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let secret = api
+        .get_opt(name)
+        .await
+        .map_err(|e| format!("reading Secret {ns}/{name}: {e}"))?
+        .ok_or_else(|| format!("Secret {ns}/{name} does not exist"))?;
+    let bytes = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(key))
+        .map(|b| b.0.clone())
+        .ok_or_else(|| format!("Secret {ns}/{name} has no key `{key}`"))?;
+    String::from_utf8(bytes).map_err(|_| format!("Secret {ns}/{name} key `{key}` is not text"))
+}
+
+/// The credentials Secret holds both keys. The backup library reads S3
+/// credentials from the environment of the operator and of the node pods
+/// (`Destination::open`), so the Secret is checked here and must also be
+/// given to them (docs/operations.md, "Backups on Kubernetes").
+async fn check_credentials(client: &Client, ns: &str, secret: Option<&str>) -> Result<(), String> {
+    let Some(name) = secret else { return Ok(()) };
+    for key in CREDENTIAL_KEYS {
+        let v = secret_value(client, ns, name, key).await?;
+        if v.trim().is_empty() {
+            return Err(format!("Secret {ns}/{name} key `{key}` is empty"));
+        }
+    }
+    Ok(())
+}
+
+async fn get_cluster(client: &Client, ns: &str, name: &str) -> Result<Option<ShardhouseCluster>> {
+    Ok(Api::<ShardhouseCluster>::namespaced(client.clone(), ns)
+        .get_opt(name)
+        .await?)
+}
+
+// ---------------------------------------------------------------- backups
+
+pub async fn reconcile_backup(b: Arc<ShardhouseBackup>, ctx: Arc<Context>) -> Result<Action> {
+    let ns = namespace(b.as_ref())?;
+    let now = Timestamp::now();
+    let status = b.status.clone().unwrap_or_default();
+    let generation = b.metadata.generation;
+    let schedule = match Schedule::parse(&b.spec.schedule) {
+        Ok(s) => s,
+        Err(msg) => {
+            let mut st = status.clone();
+            st.next_schedule_time = None;
+            decide::set_condition(
+                &mut st.conditions,
+                "Scheduled",
+                false,
+                "InvalidSchedule",
+                msg.clone(),
+                &now.to_string(),
+                generation,
+            );
+            if st != status {
+                ctx.event(b.as_ref(), EventType::Warning, "InvalidSchedule", msg)
+                    .await;
+            }
+            write_backup_status(&ctx, &b, &ns, st, generation).await?;
+            // Nothing until the spec changes (a change triggers a reconcile).
+            return Ok(Action::await_change());
+        }
+    };
+    let created = b.metadata.creation_timestamp.as_ref().map_or(now, |t| t.0);
+    let clock = BackupClock {
+        now,
+        created,
+        suspend: b.spec.suspend,
+        manual_request: b
+            .annotations()
+            .get(decide::BACKUP_NOW_ANNOTATION)
+            .map(String::as_str),
+        status: &status,
+    };
+    let key = format!("{ns}/{}", b.name_any());
+    let st = match decide::due(&schedule, &clock) {
+        run @ Due::Run { .. } if ctx.last_run().get(&key) == Some(&run) => {
+            // Done a moment ago; its status is not in our cache yet.
+            return Ok(Action::requeue(Duration::from_secs(2)));
+        }
+        Due::Run { slot, manual } => {
+            let st = run_backup(&ctx, &b, &ns, &status, slot, manual.clone()).await;
+            ctx.last_run().insert(key, Due::Run { slot, manual });
+            st
+        }
+        Due::WaitUntil(_) | Due::Suspended => status.clone(),
+    };
+    // After a run, decide again from the new status: when next.
+    let now = Timestamp::now();
+    let clock = BackupClock {
+        now,
+        status: &st,
+        ..clock
+    };
+    let (mut st, action) = match decide::due(&schedule, &clock) {
+        Due::WaitUntil(t) => {
+            let mut st = st.clone();
+            st.next_schedule_time = Some(t.to_string());
+            (st, Action::requeue(decide::requeue_after(now, t)))
+        }
+        Due::Suspended => {
+            let mut st = st.clone();
+            st.next_schedule_time = None;
+            (st, Action::await_change())
+        }
+        // Still due (a manual request arrived meanwhile): at once.
+        Due::Run { .. } => (st.clone(), Action::requeue(Duration::from_secs(1))),
+    };
+    let (ok, reason, msg) = if b.spec.suspend {
+        (
+            false,
+            "Suspended",
+            "spec.suspend is true: no scheduled runs".to_string(),
+        )
+    } else {
+        (
+            true,
+            "Scheduled",
+            format!(
+                "{:?} (UTC); next run {}",
+                b.spec.schedule,
+                st.next_schedule_time.as_deref().unwrap_or("now")
+            ),
+        )
+    };
+    decide::set_condition(
+        &mut st.conditions,
+        "Scheduled",
+        ok,
+        reason,
+        msg,
+        &now.to_string(),
+        generation,
+    );
+    if st != status {
+        write_backup_status(&ctx, &b, &ns, st, generation).await?;
+    }
+    Ok(action)
+}
+
+/// One run: back up, apply retention, and return the status it leaves.
+/// Its failure is reported (status, Warning Event), not returned.
+async fn run_backup(
+    ctx: &Context,
+    b: &ShardhouseBackup,
+    ns: &str,
+    status: &ShardhouseBackupStatus,
+    slot: Option<Timestamp>,
+    manual: Option<String>,
+) -> ShardhouseBackupStatus {
+    let what = match (&slot, &manual) {
+        (Some(s), _) => format!("scheduled for {s}"),
+        (None, Some(m)) => format!("requested by {}={m}", decide::BACKUP_NOW_ANNOTATION),
+        (None, None) => "run".into(),
+    };
+    tracing::info!(backup = %b.name_any(), cluster = %b.spec.cluster_ref, %what, "backup starting");
+    match backup_and_prune(ctx, b, ns).await {
+        Ok((m, kept, log)) => {
+            tracing::info!(backup = %b.name_any(), id = %m.id, "{}", log.trim_end());
+            let st = decide::after_success(status, &m, slot, manual, kept, Timestamp::now());
+            let note = format!(
+                "backup {} ({what}) of cluster {}: {} shards, {} bytes ({} uploaded) in {:.1} s, Raft index {}",
+                m.id,
+                b.spec.cluster_ref,
+                m.shards.len(),
+                m.stats.bytes,
+                m.stats.bytes_uploaded,
+                st.last_duration_seconds.unwrap_or_default(),
+                st.index_range.as_deref().unwrap_or("-"),
+            );
+            ctx.event(b, EventType::Normal, "BackupSucceeded", note)
+                .await;
+            st
+        }
+        Err(e) => {
+            let msg = format!(
+                "backup ({what}) of cluster {} to {} failed: {e}",
+                b.spec.cluster_ref, b.spec.destination
+            );
+            tracing::warn!(backup = %b.name_any(), "{msg}");
+            ctx.event(b, EventType::Warning, "BackupFailed", msg.clone())
+                .await;
+            decide::after_failure(status, manual, &msg, Timestamp::now())
+        }
+    }
+}
+
+/// `backup create`, then `backup delete --keep N`; returns the manifest,
+/// the backups kept and the library's output.
+async fn backup_and_prune(
+    ctx: &Context,
+    b: &ShardhouseBackup,
+    ns: &str,
+) -> Result<(shardhouse_backup::Manifest, Vec<String>, String), String> {
+    let cluster = get_cluster(&ctx.client, ns, &b.spec.cluster_ref)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| {
+            format!(
+                "ShardhouseCluster {ns}/{} does not exist",
+                b.spec.cluster_ref
+            )
+        })?;
+    check_credentials(&ctx.client, ns, b.spec.credentials_secret.as_deref()).await?;
+    let mut meta = cluster_meta(&ctx.client, &cluster, ns).await?;
+    let knobs = Knobs {
+        parallel_shards: b.spec.parallel_shards.max(1) as usize,
+        jobs: b.spec.jobs.max(1),
+    };
+    let url = b.spec.destination.clone();
+    let keep = b.spec.retention.as_ref().map(|r| r.keep as usize);
+    let ((m, kept), log) = off_thread(move |out| {
+        Box::pin(async move {
+            let m = backup::create(&mut meta, &url, None, &knobs, out)
+                .await
+                .map_err(|e| format!("{e:#}"))?;
+            let kept = match keep {
+                Some(keep) => {
+                    backup::delete(&url, &[], Some(keep), out)
+                        .await
+                        .map_err(|e| {
+                            format!("backup {} is complete, but retention failed: {e:#}", m.id)
+                        })?
+                        .keep_backups
+                }
+                None => Vec::new(),
+            };
+            Ok((m, kept))
+        })
+    })
+    .await?;
+    Ok((m, kept, log))
+}
+
+/// The future of a library call that writes its progress lines to `out`.
+type Call<'a, T> = Pin<Box<dyn Future<Output = Result<T, String>> + 'a>>;
+
+/// Runs a library call (which writes its lines to a `&mut dyn Write`, not
+/// `Send`) on a blocking thread, so that the reconcile future stays
+/// `Send`; returns its result and its lines.
+async fn off_thread<T, F>(call: F) -> Result<(T, String), String>
+where
+    T: Send + 'static,
+    F: for<'a> FnOnce(&'a mut Vec<u8>) -> Call<'a, T> + Send + 'static,
+{
+    let rt = tokio::runtime::Handle::current();
+    tokio::task::spawn_blocking(move || {
+        let mut out = Vec::new();
+        let r = rt.block_on(call(&mut out));
+        r.map(|v| (v, String::from_utf8_lossy(&out).into_owned()))
+    })
+    .await
+    .map_err(|e| format!("the backup task ended abnormally: {e}"))?
+}
+
+async fn write_backup_status(
+    ctx: &Context,
+    b: &ShardhouseBackup,
+    ns: &str,
+    mut st: ShardhouseBackupStatus,
+    generation: Option<i64>,
+) -> Result<()> {
+    st.observed_generation = generation;
+    let api: Api<ShardhouseBackup> = Api::namespaced(ctx.client.clone(), ns);
+    let patch = json!({
+        "apiVersion": format!("{GROUP}/{VERSION}"),
+        "kind": "ShardhouseBackup",
+        "status": st,
+    });
+    api.patch_status(
+        &b.name_any(),
+        &PatchParams::apply(MANAGER).force(),
+        &Patch::Apply(patch),
+    )
+    .await?;
+    Ok(())
+}
+
+// --------------------------------------------------------------- restores
+
+pub async fn reconcile_restore(r: Arc<ShardhouseRestore>, ctx: Arc<Context>) -> Result<Action> {
+    let ns = namespace(r.as_ref())?;
+    let key = format!("{ns}/{}", r.name_any());
+    let status = r.status.clone().unwrap_or_default();
+    let cluster = get_cluster(&ctx.client, &ns, &r.spec.cluster_ref).await?;
+    let running_here = ctx.restores_started().contains(&key);
+    let step = decide::restore_step(
+        status.phase,
+        running_here,
+        cluster.as_ref().and_then(|c| c.status.as_ref()),
+        &r.spec.cluster_ref,
+    );
+    let now = Timestamp::now().to_string();
+    match step {
+        RestoreStep::Finished => Ok(Action::await_change()),
+        RestoreStep::Wait(why) => {
+            let mut st = status.clone();
+            if st.phase != RestorePhase::Restoring {
+                st.phase = RestorePhase::WaitingForCluster;
+            }
+            st.message = why;
+            if st != status {
+                write_restore_status(&ctx, &r, &ns, &st).await?;
+            }
+            Ok(Action::requeue(Duration::from_secs(10)))
+        }
+        RestoreStep::Interrupted => {
+            let mut st = status;
+            let msg = "the operator restarted during the restore: the cluster may hold part of the backup; delete the cluster and restore into a new one".to_string();
+            finish_restore(&mut st, false, msg.clone(), &now);
+            ctx.event(r.as_ref(), EventType::Warning, "RestoreFailed", msg)
+                .await;
+            write_restore_status(&ctx, &r, &ns, &st).await?;
+            Ok(Action::await_change())
+        }
+        RestoreStep::Start => {
+            let Some(cluster) = cluster else {
+                return Ok(Action::requeue(Duration::from_secs(10)));
+            };
+            let mut st = status;
+            st.phase = RestorePhase::Restoring;
+            st.start_time = Some(now.clone());
+            st.message = format!(
+                "restoring {} from {}",
+                r.spec.backup_id.as_deref().unwrap_or("the newest backup"),
+                r.spec.source
+            );
+            write_restore_status(&ctx, &r, &ns, &st).await?;
+            ctx.event(
+                r.as_ref(),
+                EventType::Normal,
+                "RestoreStarted",
+                st.message.clone(),
+            )
+            .await;
+            ctx.restores_started().insert(key.clone());
+            let result = restore(&ctx, &r, &cluster, &ns).await;
+            let now = Timestamp::now().to_string();
+            match result {
+                Ok((m, log)) => {
+                    tracing::info!(restore = %key, "{}", log.trim_end());
+                    let (shards, range) = decide::shard_indexes(&m);
+                    st.backup_id = Some(m.id.clone());
+                    st.shards_restored = m.shards.len() as u32;
+                    st.size_bytes = Some(m.stats.bytes);
+                    st.shards = shards;
+                    let msg = format!(
+                        "restored backup {} ({} shards, {} bytes, Raft index {}) into cluster {}",
+                        m.id,
+                        m.shards.len(),
+                        m.stats.bytes,
+                        range.as_deref().unwrap_or("-"),
+                        r.spec.cluster_ref
+                    );
+                    finish_restore(&mut st, true, msg.clone(), &now);
+                    ctx.event(r.as_ref(), EventType::Normal, "RestoreSucceeded", msg)
+                        .await;
+                }
+                Err(e) => {
+                    let msg = format!("restore into cluster {} failed: {e}", r.spec.cluster_ref);
+                    finish_restore(&mut st, false, msg.clone(), &now);
+                    ctx.event(r.as_ref(), EventType::Warning, "RestoreFailed", msg)
+                        .await;
+                }
+            }
+            write_restore_status(&ctx, &r, &ns, &st).await?;
+            Ok(Action::await_change())
+        }
+    }
+}
+
+fn finish_restore(st: &mut ShardhouseRestoreStatus, ok: bool, msg: String, now: &str) {
+    st.phase = if ok {
+        RestorePhase::Succeeded
+    } else {
+        RestorePhase::Failed
+    };
+    st.completion_time = Some(now.to_string());
+    st.message = msg.clone();
+    let reason = if ok {
+        "RestoreSucceeded"
+    } else {
+        "RestoreFailed"
+    };
+    decide::set_condition(&mut st.conditions, "Ready", ok, reason, msg, now, None);
+}
+
+async fn restore(
+    ctx: &Context,
+    r: &ShardhouseRestore,
+    cluster: &ShardhouseCluster,
+    ns: &str,
+) -> Result<(shardhouse_backup::Manifest, String), String> {
+    check_credentials(&ctx.client, ns, r.spec.credentials_secret.as_deref()).await?;
+    let mut meta = cluster_meta(&ctx.client, cluster, ns).await?;
+    let knobs = Knobs {
+        parallel_shards: r.spec.parallel_shards.max(1) as usize,
+        jobs: r.spec.jobs.max(1),
+    };
+    let (url, id) = (r.spec.source.clone(), r.spec.backup_id.clone());
+    // The library refuses a cluster that holds any database.
+    off_thread(move |out| {
+        Box::pin(async move {
+            backup::restore(&mut meta, &url, id, &knobs, out)
+                .await
+                .map_err(|e| format!("{e:#}"))
+        })
+    })
+    .await
+}
+
+async fn write_restore_status(
+    ctx: &Context,
+    r: &ShardhouseRestore,
+    ns: &str,
+    st: &ShardhouseRestoreStatus,
+) -> Result<()> {
+    let api: Api<ShardhouseRestore> = Api::namespaced(ctx.client.clone(), ns);
+    let patch = json!({
+        "apiVersion": format!("{GROUP}/{VERSION}"),
+        "kind": "ShardhouseRestore",
+        "status": st,
+    });
+    api.patch_status(
+        &r.name_any(),
+        &PatchParams::apply(MANAGER).force(),
+        &Patch::Apply(patch),
+    )
+    .await?;
+    Ok(())
+}
