@@ -66,11 +66,13 @@ def cents(h, k, salt):
     return x % 10000
 
 
-def batches(ds, steps_per_batch):
-    """Line-protocol bodies, `steps_per_batch` timestamps x every host each."""
+def batches(ds, steps_per_batch, hosts_of=None):
+    """Line-protocol bodies, `steps_per_batch` timestamps x every host each
+    (of `hosts_of`, default all), in time order."""
     hosts, regions = ds["hosts"], ds["regions"]
-    prefix = [f"{MEASUREMENT},host=host_{h},region={region_of(h, regions)} usage_user=".encode()
-              for h in range(hosts)]
+    own = list(range(hosts)) if hosts_of is None else list(hosts_of)
+    prefix = {h: f"{MEASUREMENT},host=host_{h},region={region_of(h, regions)} usage_user=".encode()
+              for h in own}
     mid = b",usage_system="
     steps = ds["steps"]
     start_ns, step_ns = ds["start_ns"], ds["interval_s"] * NS
@@ -78,7 +80,7 @@ def batches(ds, steps_per_batch):
         parts = []
         for k in range(k0, min(steps, k0 + steps_per_batch)):
             ts = b" %d\n" % (start_ns + k * step_ns)
-            for h in range(hosts):
+            for h in own:
                 parts.append(prefix[h] + VALS[cents(h, k, 1)] + mid + VALS[cents(h, k, 2)] + ts)
         yield b"".join(parts), len(parts)
 
@@ -110,11 +112,15 @@ class Client:
 
 
 def send_all(name, hostport, path, ds, threads, steps_per_batch):
-    """Sends the whole dataset with `threads` senders; returns seconds."""
-    q = queue.Queue(maxsize=threads * 2)
+    """Sends the whole dataset with `threads` senders; returns seconds.
+    Each sender owns every `threads`-th host and sends its hosts' points
+    in time order, one request at a time, as one agent per group of hosts
+    would: a series' points arrive in order (concurrent senders interleave
+    only different series)."""
+    qs = [queue.Queue(maxsize=2) for _ in range(threads)]
     errors = []
 
-    def sender():
+    def sender(q):
         c = Client(hostport)
         while True:
             item = q.get()
@@ -137,16 +143,21 @@ def send_all(name, hostport, path, ds, threads, steps_per_batch):
                 errors.append(f"{name}: HTTP {status}: {data[:300]!r}")
                 break
 
-    ts = [threading.Thread(target=sender, daemon=True) for _ in range(threads)]
+    ts = [threading.Thread(target=sender, args=(q,), daemon=True) for q in qs]
     for t in ts:
         t.start()
     t0 = time.perf_counter()
-    sent = 0
-    for body, n in batches(ds, steps_per_batch):
-        q.put((body, n))
-        sent += n
-    for _ in ts:
-        q.put(None)
+    per_sender = max(1, steps_per_batch * threads)
+    gens = [batches(ds, per_sender, range(j, ds["hosts"], threads)) for j in range(threads)]
+    live = list(range(threads))
+    while live:
+        for j in list(live):
+            item = next(gens[j], None)
+            if item is None:
+                live.remove(j)
+                qs[j].put(None)
+            else:
+                qs[j].put(item)
     for t in ts:
         t.join()
     secs = time.perf_counter() - t0

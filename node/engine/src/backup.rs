@@ -188,6 +188,9 @@ impl Engine {
         }
         for t in tables {
             self.inner.attach_table(&mut conn, &st, t)?;
+            // Attached rows were not seen by the flusher: reads keep FINAL.
+            st.lock_rewrites()
+                .remove(&TableId::new(&t.database, &t.table));
         }
         self.inner.sync_parts()?;
         st.lock_known_series().clear();

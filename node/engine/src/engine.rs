@@ -45,6 +45,9 @@ pub struct EngineConfig {
     pub default_retention: Option<Duration>,
     /// How often expired partitions are looked for.
     pub retention_check_interval: Duration,
+    /// Read fact tables with `FINAL` always, also those that hold every
+    /// point once (rewrites.rs): for comparing, or if in doubt.
+    pub reads_always_final: bool,
 }
 
 impl Default for EngineConfig {
@@ -57,6 +60,7 @@ impl Default for EngineConfig {
             flush_max_age: Duration::from_secs(1),
             default_retention: None,
             retention_check_interval: Duration::from_secs(60),
+            reads_always_final: false,
         }
     }
 }

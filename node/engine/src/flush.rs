@@ -12,6 +12,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use arrow_array::cast::AsArray;
+use arrow_array::types::{TimestampNanosecondType, UInt64Type};
 use arrow_array::{RecordBatch, UInt64Array, UInt8Array};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use crossbeam_channel::Receiver;
@@ -22,6 +24,7 @@ use crate::engine::Inner;
 use crate::error::{EngineError, Result};
 use crate::layout::{FieldType, TableId, FLUSHED_TABLE, SERIES_TABLE};
 use crate::pool::Conn;
+use crate::rewrites::TableRewrites;
 use crate::shard_state::ShardState;
 use crate::{ipc, metrics};
 
@@ -204,7 +207,48 @@ impl Inner {
         let chdb = crate::layout::data_db(st.shard(), &id.database);
         let schema = ipc::points_schema(&cols);
         let aligned = align_all(&tb.batches, &schema)?;
+        self.note_rewrites(conn, st, id, &chdb, &aligned)?;
         ingest_concat(conn, &chdb, &id.table, &schema, &aligned)
+    }
+
+    /// Records the rows a fact-table insert is about to write (before it:
+    /// a retried insert is then a rewrite), starting the table's tracking
+    /// at its first flush in this process (rewrites.rs). Under `flushes`.
+    fn note_rewrites(
+        &self,
+        conn: &mut Conn,
+        st: &ShardState,
+        id: &TableId,
+        chdb: &str,
+        batches: &[RecordBatch],
+    ) -> Result<()> {
+        let tracked = st.lock_rewrites().contains_key(id);
+        if !tracked {
+            let existing = conn.query(&format!(
+                "SELECT DISTINCT partition_id FROM system.parts WHERE active AND database = {} AND table = {}",
+                crate::layout::literal(chdb),
+                crate::layout::literal(&id.table)
+            ))?;
+            let partitions = existing.iter().flat_map(|b| crate::columns::strings(b, 0));
+            st.lock_rewrites()
+                .insert(id.clone(), TableRewrites::new(partitions));
+        }
+        let mut rewrites = st.lock_rewrites();
+        let Some(t) = rewrites.get_mut(id) else {
+            return Ok(());
+        };
+        for b in batches {
+            let times = b.column(0).as_primitive::<TimestampNanosecondType>();
+            let series = b.column(1).as_primitive::<UInt64Type>();
+            t.note(
+                series
+                    .values()
+                    .iter()
+                    .copied()
+                    .zip(times.values().iter().copied()),
+            );
+        }
+        Ok(())
     }
 
     /// Re-reads a fact table's columns from chDB (forgets the table if it

@@ -30,6 +30,7 @@ pub mod ops;
 pub mod pool;
 mod read;
 pub mod read_guard;
+mod rewrites;
 mod shard_io;
 mod shard_state;
 pub mod snapshot;

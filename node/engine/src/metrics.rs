@@ -29,6 +29,14 @@ pub static FLUSHES_TOTAL: LazyLock<IntCounter> = LazyLock::new(|| {
         .expect("metric registered once")
 });
 
+pub static READS_WITHOUT_FINAL_TOTAL: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter!(
+        "shardhouse_engine_reads_without_final_total",
+        "Reads whose FINAL was dropped because every table it applied to holds each point once"
+    )
+    .expect("metric registered once")
+});
+
 pub static ROWS_FLUSHED_TOTAL: LazyLock<IntCounter> = LazyLock::new(|| {
     register_int_counter!(
         "shardhouse_engine_rows_flushed_total",

@@ -9,7 +9,7 @@ use arrow_schema::{DataType, Field, Schema};
 use crate::columns::strings;
 use crate::engine::Engine;
 use crate::error::{EngineError, Result};
-use crate::{layout, read_guard};
+use crate::{layout, metrics, read_guard};
 
 impl Engine {
     /// Runs a user's `SELECT` against one shard's database: unqualified
@@ -57,6 +57,15 @@ impl Engine {
             shardhouse_common::sql_check::check_select(sql).map_err(EngineError::QueryRefused)?;
         let mut conn = self.inner.readers.get();
         self.read(&mut conn, shard, database, &checked)
+    }
+
+    /// Whether reads of a fact table keep `FINAL`: true unless this process
+    /// flushed every row the table holds and no key twice (rewrites.rs).
+    pub fn reads_need_final(&self, shard: u32, database: &str, table: &str) -> bool {
+        self.inner
+            .shards
+            .get(shard)
+            .is_none_or(|st| !st.tables_without_rewrites(database).contains(table))
     }
 
     /// The fields of `database` (of one `table`, or of every user table) on
@@ -167,7 +176,35 @@ impl Engine {
         } else {
             layout::data_db(shard, database)
         };
+        // After the flush above: it may have stored a rewrite.
+        let clean = st
+            .as_ref()
+            .filter(|_| !self.inner.cfg.reads_always_final)
+            .map(|st| st.tables_without_rewrites(database))
+            .unwrap_or_default();
+        let sql = if clean.is_empty() {
+            formatted.to_string()
+        } else {
+            crate::rewrites::strip_final(formatted, &|t| clean.contains(t))
+        };
         conn.use_database(&db)?;
+        let rows = conn
+            .query(&sql)
+            .map_err(|e| self.inner.read_error(shard, &db, e))?;
+        if sql.len() == formatted.len() {
+            return Ok(rows);
+        }
+        // A flush that ran meanwhile may have stored a rewrite: it marks
+        // the table before its insert, so a read that could have seen the
+        // second copy sees the mark here, and runs again with FINAL.
+        let still = st
+            .as_ref()
+            .map(|st| st.tables_without_rewrites(database))
+            .unwrap_or_default();
+        if clean.iter().all(|t| still.contains(t)) {
+            metrics::READS_WITHOUT_FINAL_TOTAL.inc();
+            return Ok(rows);
+        }
         conn.query(formatted)
             .map_err(|e| self.inner.read_error(shard, &db, e))
     }

@@ -167,6 +167,7 @@ impl Inner {
         st.lock_databases().clear();
         st.write_catalog().clear();
         st.lock_known_series().clear();
+        st.lock_rewrites().clear();
         Ok(())
     }
 }

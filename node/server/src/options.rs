@@ -69,6 +69,9 @@ pub struct NodeOptions {
     pub default_retention_secs: u64,
     /// How often expired day partitions are looked for (ms).
     pub retention_check_interval_ms: u64,
+    /// Read every fact table with `FINAL`, also those this node knows hold
+    /// each point once (docs/operations.md, "Reads and FINAL").
+    pub engine_reads_always_final: bool,
     /// RocksDB memtable size of the WAL; up to 4 are held, so the WAL's
     /// memtables take at most 4x this (the operator sizes it to the pod's
     /// memory limit).
@@ -122,6 +125,7 @@ impl Default for NodeOptions {
             leader_balance_interval_ms: 5_000,
             default_retention_secs: 0,
             retention_check_interval_ms: 60_000,
+            engine_reads_always_final: false,
             wal_write_buffer_bytes: 256 << 20,
             wal_follower_log_retention_bytes: 512 << 20,
             cluster_token_file: None,
@@ -244,6 +248,10 @@ pub struct Cli {
     /// How often expired day partitions are looked for (ms).
     #[arg(long, env = "SHARDHOUSE_NODE_RETENTION_CHECK_INTERVAL_MS")]
     pub retention_check_interval_ms: Option<u64>,
+    /// Read every fact table with FINAL, also those known to hold each
+    /// point once (true/false; default false).
+    #[arg(long, env = "SHARDHOUSE_NODE_ENGINE_READS_ALWAYS_FINAL")]
+    pub engine_reads_always_final: Option<bool>,
     /// WAL RocksDB memtable bytes (up to 4 held); default 256 MiB.
     #[arg(long, env = "SHARDHOUSE_NODE_WAL_WRITE_BUFFER_BYTES")]
     pub wal_write_buffer_bytes: Option<usize>,
@@ -300,6 +308,7 @@ impl NodeOptions {
             leader_balance_interval_ms,
             default_retention_secs,
             retention_check_interval_ms,
+            engine_reads_always_final,
             wal_write_buffer_bytes,
             wal_follower_log_retention_bytes;
             optional: chdb_dir, init_cluster, cluster_token_file

@@ -62,6 +62,7 @@ pub async fn run(
         default_retention: (opts.default_retention_secs > 0)
             .then(|| Duration::from_secs(opts.default_retention_secs)),
         retention_check_interval: Duration::from_millis(opts.retention_check_interval_ms),
+        reads_always_final: opts.engine_reads_always_final,
     };
     let verify_parts = opts.engine_verify_parts_at_start;
     let engine = Arc::new(

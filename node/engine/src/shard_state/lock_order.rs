@@ -23,6 +23,7 @@ pub(crate) enum Level {
     Databases,
     Failing,
     Damage,
+    Rewrites,
 }
 
 /// A lock guard that, where the check is on, keeps its level on the

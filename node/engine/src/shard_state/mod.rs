@@ -26,6 +26,8 @@
 //! 8. `failing`: tables whose flush keeps failing (the flush ticker looks
 //!    under `buf`).
 //! 9. `damage`: parts found damaged.
+//! 10. `rewrites`: which fact tables may hold a key twice (rewrites.rs;
+//!     the flusher notes rows under `flushes`, reads look alone).
 //!
 //! Builds with debug assertions, this crate's unit tests and the
 //! `lock-order-check` feature check the order on every lock taken and panic
@@ -55,6 +57,7 @@ use crate::error::EngineError;
 use crate::known_series::KnownSeries;
 use crate::layout::{self, FieldType, TableId};
 use crate::metrics;
+use crate::rewrites::TableRewrites;
 
 use lock_order::{hold, Held, Level};
 pub(crate) use records::DatabaseState;
@@ -84,6 +87,8 @@ pub(crate) struct ShardState {
     /// Parts of this shard's copy found damaged (damage.rs); reads are
     /// refused until a snapshot replaces the copy.
     damage: Mutex<Vec<DamagedPart>>,
+    /// Per fact table: whether a key may be stored twice (rewrites.rs).
+    rewrites: Mutex<HashMap<TableId, TableRewrites>>,
     created: AtomicBool,
     flushed: AtomicU64,
     applied: AtomicU64,
@@ -103,6 +108,7 @@ impl ShardState {
             databases: Mutex::new(HashMap::new()),
             failing: Mutex::new(None),
             damage: Mutex::new(Vec::new()),
+            rewrites: Mutex::new(HashMap::new()),
             created: AtomicBool::new(false),
             flushed: AtomicU64::new(0),
             applied: AtomicU64::new(0),
@@ -155,6 +161,20 @@ impl ShardState {
 
     fn lock_damage(&self) -> Held<MutexGuard<'_, Vec<DamagedPart>>> {
         hold(Level::Damage, || self.damage.lock())
+    }
+
+    pub(crate) fn lock_rewrites(&self) -> Held<MutexGuard<'_, HashMap<TableId, TableRewrites>>> {
+        hold(Level::Rewrites, || self.rewrites.lock())
+    }
+
+    /// The fact tables of `database` whose every key is stored once, as
+    /// far as this process has seen (rewrites.rs).
+    pub(crate) fn tables_without_rewrites(&self, database: &str) -> HashSet<String> {
+        self.lock_rewrites()
+            .iter()
+            .filter(|(id, t)| id.database == database && !t.needs_final())
+            .map(|(id, _)| id.table.clone())
+            .collect()
     }
 
     // The indexes and flags (atomics, no lock).
