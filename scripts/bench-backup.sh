@@ -28,8 +28,10 @@
 #
 # Knobs: POINTS (100000000), BATCH (100000), RATE (requests/s, 10), SHARDS
 # (2), JOBS (files per node at once, ctl default), PARALLEL_SHARDS (ctl
-# default), DD_MB (2048), DROP_CACHES=1, OUT (kept; default a temporary
-# directory, deleted at the end), KEEP_DATA=1.
+# default), DD_MB (2048), DROP_CACHES=1, OUT (a directory that keeps the
+# outputs and logs; default a temporary one, deleted at the end),
+# KEEP_DATA=1 (keep the clusters' data and the backup too; they are kept
+# anyway when the run fails).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib/cluster.sh
@@ -41,8 +43,11 @@ RATE=${RATE:-10}
 SHARDS=${SHARDS:-2}
 DD_MB=${DD_MB:-2048}
 KEEP_DATA=${KEEP_DATA:-0}
-if [ -n "${OUT:-}" ]; then KEEP_DATA=1; fi
-OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/shardhouse-bench-backup.XXXXXX")}
+OWN_OUT=0
+if [ -z "${OUT:-}" ]; then
+  OUT=$(mktemp -d "${TMPDIR:-/tmp}/shardhouse-bench-backup.XXXXXX")
+  OWN_OUT=1
+fi
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 sh_require_bins shardhouse-node shardhouse-router shardhouse-loadtest shardhouse-ctl
@@ -65,8 +70,12 @@ cleanup() {
   rm -f "$OUT/dd.test"
   if [ "$KEEP_DATA" = 1 ] || [ "$rc" != 0 ]; then
     log "data kept in $OUT"
-  else
+  elif [ "$OWN_OUT" = 1 ]; then
     rm -rf "$OUT"
+  else
+    [ -d "$OUT/b/logs" ] && mv "$OUT/b/logs" "$OUT/b-logs"
+    rm -rf "$OUT/a" "$OUT/b" "$OUT/backups"
+    log "outputs and logs in $OUT (data deleted)"
   fi
   exit "$rc"
 }
@@ -118,7 +127,7 @@ dd_secs() { sed -n 's/.* copied, \([0-9.]*\) s,.*/\1/p' | tail -n 1; }
 w=$(dd if=/dev/zero of="$OUT/dd.test" bs=4M count=$((DD_MB / 4)) oflag=direct conv=fsync 2>&1 | dd_secs)
 r=$(dd if="$OUT/dd.test" of=/dev/null bs=4M iflag=direct 2>&1 | dd_secs)
 rm -f "$OUT/dd.test"
-[ -n "$w" ] && [ -n "$r" ] || fail "dd printed no time"
+if [ -z "$w" ] || [ -z "$r" ]; then fail "dd printed no time"; fi
 dd_bytes=$((DD_MB / 4 * 4 * 1048576))
 disk_w=$(rate "$dd_bytes" "$w") disk_r=$(rate "$dd_bytes" "$r")
 log "disk: write $disk_w MB/s, read $disk_r MB/s"
@@ -135,10 +144,11 @@ sync
 backup_secs=$(python3 -c "print($(now) - $t)")
 cat "$OUT/backup.out" >&2
 bytes=$(sed -n 's/^backup bench bytes=\([0-9]*\) .*/\1/p' "$OUT/backup.out")
-[ -n "$bytes" ] && ((bytes > 0)) || fail "the backup stored no bytes"
+if [ -z "$bytes" ] || ((bytes == 0)); then fail "the backup stored no bytes"; fi
 
-log "stopping and deleting cluster A"
+log "stopping and deleting cluster A (its logs kept in $OUT/a-logs)"
 sh_stop_all
+mv "$OUT/a/logs" "$OUT/a-logs"
 rm -rf "$OUT/a"
 
 # --- 4. restore --------------------------------------------------------------------
@@ -154,16 +164,8 @@ sync
 restore_secs=$(python3 -c "print($(now) - $t)")
 cat "$OUT/restore.out" >&2
 rows=$(curl -s -G "http://$SH_ROUTER_HTTP/api/v1/sql?db=shardhouse" \
-  --data-urlencode 'q=SELECT count() AS n FROM bench' | python3 -c '
-import json, sys
-def walk(v):
-    if isinstance(v, dict):
-        for x in v.values(): yield from walk(x)
-    elif isinstance(v, list):
-        for x in v: yield from walk(x)
-    elif isinstance(v, (int, float)) and not isinstance(v, bool): yield int(v)
-    elif isinstance(v, str) and v.isdigit(): yield int(v)
-print(max(walk(json.load(sys.stdin)), default=0))' || echo 0)
+  --data-urlencode 'q=SELECT count() AS n FROM bench' |
+  python3 -c 'import json, sys; print(sum(int(r["n"]) for r in json.load(sys.stdin)))' || echo 0)
 log "restored rows: $rows (acknowledged points: $points)"
 ((rows >= points)) || fail "the restored cluster holds $rows rows of bench, fewer than the $points acknowledged"
 

@@ -24,12 +24,41 @@ const SHARD_CALL_TIMEOUT: Duration = Duration::from_secs(3600);
 const MAX_MESSAGE: usize = 256 << 20;
 
 /// How a backup or restore runs.
+///
+/// The public functions write their lines to `out: &mut (dyn Write +
+/// Send)`, so that their futures are `Send` (a controller's reconcile).
 #[derive(Debug, Clone)]
 pub struct Knobs {
     /// Shards worked on at once (bounds the cluster-wide I/O).
     pub parallel_shards: usize,
     /// Files each node uploads or downloads at once.
     pub jobs: u32,
+}
+
+impl Default for Knobs {
+    /// The ctl's defaults: 2 shards at once, 4 files per node.
+    fn default() -> Knobs {
+        Knobs {
+            parallel_shards: 2,
+            jobs: 4,
+        }
+    }
+}
+
+/// What else a run may ask for, apart from [`Knobs`] so that callers
+/// building `Knobs { parallel_shards, jobs }` keep compiling; used by
+/// [`create_with`] and [`restore_with`] (`Options::default()`: what
+/// [`create`] and [`restore`] do).
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Upload rate limit of a backup on each node, bytes per second
+    /// (0 = none); shared by the shards a node backs up at once.
+    pub max_bytes_per_sec: u64,
+    /// Progress redrawn in place on one line (stdout is a terminal);
+    /// otherwise one `progress` line per shard.
+    pub live_progress: bool,
+    /// Restore only this database (its tables and series catalog).
+    pub database: Option<String>,
 }
 
 async fn backup_client(
@@ -76,6 +105,132 @@ fn mb(bytes: u64) -> f64 {
     bytes as f64 / 1e6
 }
 
+/// Seconds as `42 s` or `3 min 04 s`.
+fn duration_text(secs: f64) -> String {
+    let s = secs.max(0.0).round() as u64;
+    if s < 60 {
+        format!("{s} s")
+    } else if s < 3600 {
+        format!("{} min {:02} s", s / 60, s % 60)
+    } else {
+        format!("{} h {:02} min", s / 3600, s % 3600 / 60)
+    }
+}
+
+/// Progress of a backup or restore: shards, parts and bytes done, the
+/// rate and the time left. A node answers once per shard, so the counts
+/// move when a shard is done; on a terminal the line is redrawn in place
+/// every second (the rate and the time left move with the clock), else
+/// one plain `progress` line follows each shard's line.
+struct Progress {
+    live: bool,
+    t0: Instant,
+    shards_total: u64,
+    shards: u64,
+    parts: u64,
+    bytes: u64,
+    /// Bytes of the whole job when known (a restore), else the time left
+    /// comes from the shards done.
+    bytes_total: Option<u64>,
+    /// A live line is on the screen (no newline after it yet).
+    drawn: bool,
+}
+
+impl Progress {
+    fn new(live: bool, shards_total: u64, bytes_total: Option<u64>) -> Progress {
+        Progress {
+            live,
+            t0: Instant::now(),
+            shards_total,
+            shards: 0,
+            parts: 0,
+            bytes: 0,
+            bytes_total,
+            drawn: false,
+        }
+    }
+
+    /// The line after `secs` seconds.
+    fn text(&self, secs: f64) -> String {
+        let rate = mb(self.bytes) / secs.max(1e-3);
+        let of = self
+            .bytes_total
+            .map(|t| format!(" of {:.1}", mb(t)))
+            .unwrap_or_default();
+        let done = match self.bytes_total {
+            Some(t) if t > 0 => self.bytes as f64 / t as f64,
+            _ => self.shards as f64 / self.shards_total.max(1) as f64,
+        };
+        let left = if self.shards >= self.shards_total {
+            "0 s".to_string()
+        } else if done > 0.0 {
+            duration_text(secs * (1.0 - done) / done)
+        } else {
+            "?".to_string()
+        };
+        format!(
+            "progress {}/{} shards, {} parts, {:.1}{of} MB, {rate:.1} MB/s, {} elapsed, {left} left",
+            self.shards,
+            self.shards_total,
+            self.parts,
+            mb(self.bytes),
+            duration_text(secs)
+        )
+    }
+
+    /// Erases the live line, if drawn.
+    fn clear(&mut self, out: &mut dyn Write) -> std::io::Result<()> {
+        if self.drawn {
+            write!(out, "\r\x1b[2K")?;
+            self.drawn = false;
+        }
+        Ok(())
+    }
+
+    /// Redraws the live line (nothing when not live).
+    fn draw(&mut self, out: &mut dyn Write) -> std::io::Result<()> {
+        if self.live {
+            write!(
+                out,
+                "\r\x1b[2K{}",
+                self.text(self.t0.elapsed().as_secs_f64())
+            )?;
+            self.drawn = true;
+            out.flush()?;
+        }
+        Ok(())
+    }
+
+    /// A shard is done: its line, then the progress.
+    fn shard_done(
+        &mut self,
+        line: &str,
+        parts: u64,
+        bytes: u64,
+        out: &mut dyn Write,
+    ) -> std::io::Result<()> {
+        self.shards += 1;
+        self.parts += parts;
+        self.bytes += bytes;
+        self.clear(out)?;
+        writeln!(out, "{line}")?;
+        if self.live {
+            self.draw(out)
+        } else {
+            writeln!(out, "{}", self.text(self.t0.elapsed().as_secs_f64()))
+        }
+    }
+
+    /// Ends the live line before other output.
+    fn finish(&mut self, out: &mut dyn Write) -> std::io::Result<()> {
+        if self.drawn {
+            writeln!(out)?;
+            self.drawn = false;
+        }
+        Ok(())
+    }
+}
+
 fn shard_line(m: &ShardManifest, secs: f64) -> String {
     format!(
         "shard {:>3}: node {} index {} (flushed {}) files {} (new {}) {:.1} MB (new {:.1} MB) {:.1} s",
@@ -97,7 +252,19 @@ pub async fn create(
     url: &str,
     id: Option<String>,
     knobs: &Knobs,
-    out: &mut dyn Write,
+    out: &mut (dyn Write + Send),
+) -> anyhow::Result<Manifest> {
+    create_with(meta, url, id, knobs, &Options::default(), out).await
+}
+
+/// [`create`] with [`Options`] (a rate limit, live progress).
+pub async fn create_with(
+    meta: &mut ClusterMeta,
+    url: &str,
+    id: Option<String>,
+    knobs: &Knobs,
+    opts: &Options,
+    out: &mut (dyn Write + Send),
 ) -> anyhow::Result<Manifest> {
     let dest = Destination::open(url)?;
     dest.claim(&meta.cluster).await?;
@@ -138,25 +305,37 @@ pub async fn create(
                     id: &id,
                     base,
                 };
-                backup_shard(&call, &nodes, live, token.as_ref(), knobs).await
+                backup_shard(&call, &nodes, live, token.as_ref(), knobs, opts).await
             }
         })
         .buffer_unordered(knobs.parallel_shards.max(1));
     let mut shards = Vec::new();
     let mut stats = Stats::default();
-    while let Some(r) = calls.next().await {
-        let (m, secs) = r?;
+    let mut progress = Progress::new(opts.live_progress, u64::from(map.shard_count), None);
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        let r = tokio::select! {
+            r = calls.next() => match r {
+                Some(r) => r,
+                None => break,
+            },
+            _ = tick.tick(), if progress.live => {
+                progress.draw(out)?;
+                continue;
+            }
+        };
+        let (m, secs) = match r {
+            Ok(x) => x,
+            Err(e) => {
+                progress.finish(out)?;
+                return Err(e);
+            }
+        };
         stats.add(&m.stats);
-        writeln!(out, "{}", shard_line(&m, secs))?;
-        writeln!(
-            out,
-            "progress {}/{} shards, {:.1} MB",
-            shards.len() + 1,
-            map.shard_count,
-            mb(stats.bytes)
-        )?;
+        progress.shard_done(&shard_line(&m, secs), m.parts(), m.stats.bytes, out)?;
         shards.push(m);
     }
+    progress.finish(out)?;
     shards.sort_by_key(|s| s.shard);
     let manifest = Manifest {
         format: shardhouse_backup::manifest::FORMAT,
@@ -230,6 +409,7 @@ async fn backup_shard(
     live: &BTreeMap<u64, NodeInfo>,
     token: Option<&ClusterToken>,
     knobs: &Knobs,
+    opts: &Options,
 ) -> anyhow::Result<(ShardManifest, f64)> {
     let ShardCall { shard, url, id, .. } = *call;
     let mut errors = Vec::new();
@@ -244,6 +424,7 @@ async fn backup_shard(
                     backup_id: id.to_string(),
                     jobs: knobs.jobs,
                     base_shard_manifest_json: call.base.clone(),
+                    max_bytes_per_sec: opts.max_bytes_per_sec,
                 })
                 .await
                 .map_err(|s| anyhow::anyhow!("{}", s.message()))
@@ -268,7 +449,7 @@ async fn backup_shard(
 }
 
 /// One line per backup at `url`.
-pub async fn list(url: &str, out: &mut dyn Write) -> anyhow::Result<Vec<Manifest>> {
+pub async fn list(url: &str, out: &mut (dyn Write + Send)) -> anyhow::Result<Vec<Manifest>> {
     let dest = Destination::open(url)?;
     let ms = dest.manifests().await?;
     writeln!(
@@ -299,7 +480,7 @@ pub async fn delete(
     url: &str,
     ids: &[String],
     keep: Option<usize>,
-    out: &mut dyn Write,
+    out: &mut (dyn Write + Send),
 ) -> anyhow::Result<retention::Plan> {
     let dest = Destination::open(url)?;
     let ms = dest.manifests().await?;
@@ -337,14 +518,35 @@ pub async fn restore(
     url: &str,
     id: Option<String>,
     knobs: &Knobs,
-    out: &mut dyn Write,
+    out: &mut (dyn Write + Send),
 ) -> anyhow::Result<Manifest> {
+    restore_with(meta, url, id, knobs, &Options::default(), out).await
+}
+
+/// [`restore`] with [`Options`]: of one database only when
+/// `opts.database` is set (its tables and series catalog; the backup's
+/// other databases are not restored), live progress.
+pub async fn restore_with(
+    meta: &mut ClusterMeta,
+    url: &str,
+    id: Option<String>,
+    knobs: &Knobs,
+    opts: &Options,
+    out: &mut (dyn Write + Send),
+) -> anyhow::Result<Manifest> {
+    let database = opts.database.as_deref();
     let dest = Destination::open(url)?;
     let id = match id {
         Some(id) => id,
         None => dest.latest().await?,
     };
     let m = dest.manifest(&id).await?;
+    let m = match database {
+        None => m,
+        Some(db) => m
+            .select_database(db)
+            .map_err(|e| anyhow::anyhow!("{e} at {url}; nothing was restored"))?,
+    };
     let (map, _) = meta.shard_map().await?.with_context(|| {
         format!(
             "no shard map for cluster {:?}: start its nodes with --init-cluster shards={} first",
@@ -359,9 +561,13 @@ pub async fn restore(
     }
     let live = meta.live_nodes().await?;
     refuse_non_empty(&live, meta.node_token.as_ref()).await?;
+    let what = match database {
+        Some(db) => format!("database {db:?} of {id}"),
+        None => id.clone(),
+    };
     writeln!(
         out,
-        "restore {id} ({} shards, {:.1} MB) into cluster {}",
+        "restore {what} ({} shards, {:.1} MB) into cluster {}",
         m.shard_count,
         mb(m.stats.bytes),
         meta.cluster
@@ -378,13 +584,33 @@ pub async fn restore(
             async move { restore_shard(&sm, &replicas, live, token.as_ref(), url, knobs).await }
         })
         .buffer_unordered(knobs.parallel_shards.max(1));
-    let mut done = 0;
-    while let Some(r) = calls.next().await {
-        let line = r?;
-        done += 1;
-        writeln!(out, "{line}")?;
-        writeln!(out, "progress {done}/{} shards", m.shard_count)?;
+    let mut progress = Progress::new(
+        opts.live_progress,
+        u64::from(m.shard_count),
+        Some(m.stats.bytes),
+    );
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        let r = tokio::select! {
+            r = calls.next() => match r {
+                Some(r) => r,
+                None => break,
+            },
+            _ = tick.tick(), if progress.live => {
+                progress.draw(out)?;
+                continue;
+            }
+        };
+        let (line, parts, bytes) = match r {
+            Ok(x) => x,
+            Err(e) => {
+                progress.finish(out)?;
+                return Err(e);
+            }
+        };
+        progress.shard_done(&line, parts, bytes, out)?;
     }
+    progress.finish(out)?;
     let secs = t0.elapsed().as_secs_f64();
     writeln!(
         out,
@@ -396,7 +622,7 @@ pub async fn restore(
     Ok(m)
 }
 
-/// Restores one shard on each of its replicas.
+/// Restores one shard on each of its replicas; its line, parts and bytes.
 async fn restore_shard(
     sm: &ShardManifest,
     replicas: &[u64],
@@ -404,7 +630,7 @@ async fn restore_shard(
     token: Option<&ClusterToken>,
     url: &str,
     knobs: &Knobs,
-) -> anyhow::Result<String> {
+) -> anyhow::Result<(String, u64, u64)> {
     let json = serde_json::to_string(sm)?;
     let mut secs = Vec::new();
     for node in replicas {
@@ -426,7 +652,7 @@ async fn restore_shard(
             .map_err(|s| anyhow::anyhow!("shard {} on node {node}: {}", sm.shard, s.message()))?;
         secs.push(format!("{:.1}", r.into_inner().secs));
     }
-    Ok(format!(
+    let line = format!(
         "shard {:>3}: restored on nodes {replicas:?} ({} files, {:.1} MB each; {} s), backup index {} (flushed {})",
         sm.shard,
         sm.stats.files,
@@ -434,7 +660,8 @@ async fn restore_shard(
         secs.join("/"),
         sm.commit_index,
         sm.flushed_index
-    ))
+    );
+    Ok((line, sm.parts(), sm.stats.bytes))
 }
 
 /// A restore never overwrites: every live node must hold no database.
@@ -473,6 +700,45 @@ mod tests {
             http_addr: String::new(),
             cores: 1,
         }
+    }
+
+    #[test]
+    fn progress_says_what_is_done_the_rate_and_the_time_left() {
+        let mut p = Progress::new(false, 4, Some(40_000_000));
+        assert_eq!(
+            p.text(2.0),
+            "progress 0/4 shards, 0 parts, 0.0 of 40.0 MB, 0.0 MB/s, 2 s elapsed, ? left"
+        );
+        let mut out = Vec::new();
+        p.shard_done("shard 0: ...", 7, 10_000_000, &mut out)
+            .unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.starts_with("shard 0: ...\nprogress 1/4 shards, 7 parts, 10.0 of 40.0 MB"));
+        // A quarter in 10 s: 30 s left.
+        assert_eq!(
+            p.text(10.0),
+            "progress 1/4 shards, 7 parts, 10.0 of 40.0 MB, 1.0 MB/s, 10 s elapsed, 30 s left"
+        );
+        // Without a byte total (a backup), the shards done say it.
+        let mut b = Progress::new(false, 2, None);
+        b.shards = 1;
+        b.bytes = 1_000_000;
+        assert!(b
+            .text(90.0)
+            .ends_with("1 min 30 s elapsed, 1 min 30 s left"));
+        // A terminal: the line is redrawn in place, ended before others.
+        let mut live = Progress::new(true, 1, None);
+        let mut out = Vec::new();
+        live.draw(&mut out).unwrap();
+        live.shard_done("shard 0: x", 1, 5, &mut out).unwrap();
+        live.finish(&mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.starts_with("\r\x1b[2Kprogress 0/1"), "{text:?}");
+        assert!(
+            text.contains("\r\x1b[2Kshard 0: x\n\r\x1b[2Kprogress 1/1"),
+            "{text:?}"
+        );
+        assert!(text.ends_with(" 0 s left\n"), "{text:?}");
     }
 
     #[test]

@@ -24,9 +24,10 @@ use object_store::{ObjectStore, PutPayload, WriteMultipart};
 
 use crate::error::{BackupError, Result};
 use crate::manifest::{self, Manifest};
+use crate::transfer::RateLimit;
 
 /// Files above this size are uploaded in parts.
-const MULTIPART_BYTES: u64 = 32 << 20;
+pub const MULTIPART_BYTES: u64 = 32 << 20;
 const CLUSTER_KEY: &str = "CLUSTER";
 
 /// Retries of one request. object_store's default (10 retries within
@@ -107,6 +108,8 @@ pub struct Destination {
     url: String,
     store: Arc<dyn ObjectStore>,
     prefix: String,
+    /// The directory of a local destination (objects are plain files).
+    local: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for Destination {
@@ -121,7 +124,12 @@ impl Destination {
             url: url.to_string(),
             reason: e.to_string(),
         };
-        let (store, prefix): (Arc<dyn ObjectStore>, String) = match parse(url)? {
+        let target = parse(url)?;
+        let local = match &target {
+            Target::Local(dir) => Some(dir.clone()),
+            Target::S3 { .. } => None,
+        };
+        let (store, prefix): (Arc<dyn ObjectStore>, String) = match target {
             Target::Local(dir) => {
                 std::fs::create_dir_all(&dir).map_err(|source| BackupError::Io {
                     path: dir.clone(),
@@ -155,11 +163,18 @@ impl Destination {
             url: url.to_string(),
             store,
             prefix,
+            local,
         })
     }
 
     pub fn url(&self) -> &str {
         &self.url
+    }
+
+    /// The file of an object of a local destination (None for S3): a
+    /// download from a directory is a plain file copy, with large reads.
+    pub fn local_path(&self, rel: &str) -> Option<PathBuf> {
+        self.local.as_ref().map(|d| d.join(rel))
     }
 
     fn key(&self, rel: &str) -> Key {
@@ -196,13 +211,23 @@ impl Destination {
     }
 
     /// Uploads a local file; large files in parts, so memory stays bounded.
-    pub async fn put_file(&self, rel: &str, path: &Path, size: u64) -> Result<()> {
+    /// `limit` paces the bytes sent (see [`RateLimit`]).
+    pub async fn put_file(
+        &self,
+        rel: &str,
+        path: &Path,
+        size: u64,
+        limit: Option<&RateLimit>,
+    ) -> Result<()> {
         let io = |source| BackupError::Io {
             path: path.to_path_buf(),
             source,
         };
         if size <= MULTIPART_BYTES {
             let bytes = tokio::fs::read(path).await.map_err(io)?;
+            if let Some(l) = limit {
+                l.take(bytes.len() as u64).await;
+            }
             return self.put(rel, Bytes::from(bytes)).await;
         }
         let upload = self
@@ -218,6 +243,9 @@ impl Destination {
             let n = f.read(&mut buf).await.map_err(io)?;
             if n == 0 {
                 break;
+            }
+            if let Some(l) = limit {
+                l.take(n as u64).await;
             }
             w.wait_for_capacity(4)
                 .await

@@ -188,7 +188,66 @@ impl Manifest {
     }
 }
 
+impl Manifest {
+    /// The databases the backup holds, sorted.
+    pub fn database_names(&self) -> Vec<String> {
+        let names: BTreeSet<&str> = self
+            .shards
+            .iter()
+            .flat_map(|s| s.databases.iter().map(|d| d.name.as_str()))
+            .chain(
+                self.shards
+                    .iter()
+                    .flat_map(|s| s.tables.iter().map(|t| t.database.as_str())),
+            )
+            .collect();
+        names.into_iter().map(str::to_string).collect()
+    }
+
+    /// The backup restricted to one database (`restore --database`): every
+    /// shard keeps only that database and its tables (its series catalog
+    /// and fact tables); the stats count the files it still names (none of
+    /// them "uploaded"). An error naming the backup and the databases it
+    /// holds when it holds no `database`.
+    pub fn select_database(&self, database: &str) -> std::result::Result<Manifest, String> {
+        let names = self.database_names();
+        if !names.iter().any(|n| n == database) {
+            return Err(format!(
+                "backup {} holds no database {database:?} (it holds {names:?})",
+                self.id
+            ));
+        }
+        let mut m = self.clone();
+        m.stats = Stats::default();
+        for s in &mut m.shards {
+            s.databases.retain(|d| d.name == database);
+            s.tables.retain(|t| t.database == database);
+            s.stats = Stats::default();
+            for f in s
+                .tables
+                .iter()
+                .flat_map(|t| &t.parts)
+                .flat_map(|p| &p.files)
+            {
+                s.stats.files += 1;
+                s.stats.bytes += f.size;
+            }
+            m.stats.add(&s.stats);
+        }
+        Ok(m)
+    }
+
+    /// Parts the backup names (each restored replica attaches them all).
+    pub fn parts(&self) -> u64 {
+        self.shards.iter().map(ShardManifest::parts).sum()
+    }
+}
+
 impl ShardManifest {
+    pub fn parts(&self) -> u64 {
+        self.tables.iter().map(|t| t.parts.len() as u64).sum()
+    }
+
     pub fn objects(&self) -> impl Iterator<Item = ObjectId> + '_ {
         self.tables
             .iter()
@@ -285,6 +344,48 @@ pub(crate) mod tests {
             .unwrap_err()
             .to_string();
         assert!(msg.contains("altered"), "{msg}");
+    }
+
+    #[test]
+    fn one_database_is_selected_with_its_tables_and_bytes() {
+        let mut m = manifest("b1", &["a", "bb"]);
+        let mut other = m.shards[0].tables[0].clone();
+        other.database = "other".into();
+        other.parts[0].files = vec![file("data.bin", "cccc")];
+        m.shards[0].tables.push(other.clone());
+        other.table = "_series".into();
+        m.shards[0].tables.push(other);
+        m.shards[0].databases.push(DatabaseEntry {
+            name: "other".into(),
+            retention_ns: -1,
+        });
+        assert_eq!(m.database_names(), ["db", "other"]);
+        assert_eq!(m.parts(), 3);
+
+        let db = m.select_database("db").unwrap();
+        let s = &db.shards[0];
+        assert_eq!(s.databases.len(), 1);
+        assert_eq!(s.databases[0].name, "db");
+        assert!(s.tables.iter().all(|t| t.database == "db"));
+        assert_eq!((s.stats.files, s.stats.bytes), (2, 3));
+        assert_eq!((db.stats.files, db.stats.bytes), (2, 3));
+
+        let other = m.select_database("other").unwrap();
+        let tables: Vec<&str> = other.shards[0]
+            .tables
+            .iter()
+            .map(|t| t.table.as_str())
+            .collect();
+        assert_eq!(tables, ["cpu", "_series"]);
+        assert_eq!(other.stats.bytes, 8);
+        // Shards stay (a restore needs one entry per shard), even empty.
+        assert_eq!(other.shards.len(), m.shards.len());
+
+        let e = m.select_database("nope").unwrap_err();
+        assert!(
+            e.contains("b1") && e.contains("\"nope\"") && e.contains("[\"db\", \"other\"]"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -3,14 +3,15 @@
 //! The consistency argument is in shardhouse-backup's crate docs; this
 //! file is the I/O between the WAL, the engine and the destination.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
 use shardhouse_backup::{
-    merged, transfer, BackupError, DatabaseEntry, Destination, FileEntry, PartEntry, ShardManifest,
-    Stats, TableEntry,
+    merged, transfer, transfer::RateLimit, BackupError, DatabaseEntry, Destination, FileEntry,
+    PartEntry, ShardManifest, Stats, TableEntry,
 };
 use shardhouse_common::proto::{
     self, BackupShardReply, BackupShardRequest, RestoreShardReply, RestoreShardRequest,
@@ -31,13 +32,38 @@ pub const MAX_MANIFEST_BYTES: usize = 256 << 20;
 #[derive(Clone)]
 pub struct BackupService {
     ctx: Arc<NodeContext>,
+    /// The upload rate limit of each running backup (by id): its shards
+    /// backed up here at once share one bucket, so the limit is per node.
+    limits: Arc<Mutex<HashMap<String, Weak<RateLimit>>>>,
+}
+
+impl BackupService {
+    /// The rate limit of backup `id` on this node (None: unlimited).
+    fn limit(&self, id: &str, bytes_per_sec: u64) -> Option<Arc<RateLimit>> {
+        if bytes_per_sec == 0 {
+            return None;
+        }
+        let mut m = self.limits.lock().unwrap_or_else(|e| e.into_inner());
+        m.retain(|_, w| w.strong_count() > 0);
+        if let Some(l) = m.get(id).and_then(Weak::upgrade) {
+            if l.bytes_per_sec() == bytes_per_sec {
+                return Some(l);
+            }
+        }
+        let l = Arc::new(RateLimit::new(bytes_per_sec)?);
+        m.insert(id.to_string(), Arc::downgrade(&l));
+        Some(l)
+    }
 }
 
 pub fn backup_server(ctx: Arc<NodeContext>) -> proto::backup_server::BackupServer<BackupService> {
     // A shard's manifest names every file: thousands of entries.
-    proto::backup_server::BackupServer::new(BackupService { ctx })
-        .max_decoding_message_size(MAX_MANIFEST_BYTES)
-        .max_encoding_message_size(MAX_MANIFEST_BYTES)
+    proto::backup_server::BackupServer::new(BackupService {
+        ctx,
+        limits: Arc::default(),
+    })
+    .max_decoding_message_size(MAX_MANIFEST_BYTES)
+    .max_encoding_message_size(MAX_MANIFEST_BYTES)
 }
 
 fn jobs(n: u32) -> usize {
@@ -121,8 +147,18 @@ impl proto::backup_server::Backup for BackupService {
         let frozen =
             joined(tokio::task::spawn_blocking(move || engine.freeze_shard(shard, &t)).await)?
                 .map_err(|e| engine_status(&e))?;
-        let uploaded =
-            upload_frozen(&dest, &frozen, base.as_ref(), ctx.node_id, jobs(r.jobs)).await;
+        // Read index, apply, flush and freeze: what comes before the upload.
+        let freeze_secs = t0.elapsed().as_secs_f64();
+        let limit = self.limit(&r.backup_id, r.max_bytes_per_sec);
+        let uploaded = upload_frozen(
+            &dest,
+            &frozen,
+            base.as_ref(),
+            ctx.node_id,
+            jobs(r.jobs),
+            limit.as_deref(),
+        )
+        .await;
         let engine = Arc::clone(&ctx.engine);
         let unfrozen = joined(tokio::task::spawn_blocking(move || engine.unfreeze(&tag)).await)?;
         let (tables, stats) = uploaded.map_err(|e| backup_status(&e))?;
@@ -151,7 +187,8 @@ impl proto::backup_server::Backup for BackupService {
         };
         tracing::info!(shard = r.shard, backup = %r.backup_id, commit_index,
             flushed_index = frozen.flushed_index, files = stats.files, bytes = stats.bytes,
-            bytes_uploaded = stats.bytes_uploaded, "shard backed up");
+            bytes_uploaded = stats.bytes_uploaded, freeze_secs,
+            secs = t0.elapsed().as_secs_f64(), "shard backed up");
         Ok(Response::new(BackupShardReply {
             shard_manifest_json: serde_json::to_string(&manifest)
                 .map_err(|e| Status::internal(e.to_string()))?,
@@ -186,6 +223,7 @@ impl proto::backup_server::Backup for BackupService {
                 .staging_dir()
                 .join(format!("shard-{}-{}", r.shard, std::process::id()));
         let staged = download_shard(&dest, &m, &staging, jobs(r.jobs)).await;
+        let download_secs = t0.elapsed().as_secs_f64();
         let result = match staged {
             Ok(tables) => {
                 let dbs: Vec<ShardDatabase> = m
@@ -211,6 +249,7 @@ impl proto::backup_server::Backup for BackupService {
             shard = r.shard,
             files = m.stats.files,
             bytes = m.stats.bytes,
+            download_secs,
             secs = t0.elapsed().as_secs_f64(),
             "shard restored"
         );
@@ -232,6 +271,7 @@ async fn upload_frozen(
     base: Option<&ShardManifest>,
     node_id: u64,
     jobs: usize,
+    limit: Option<&RateLimit>,
 ) -> Result<(Vec<TableEntry>, Stats), BackupError> {
     // One flat list, so small and large parts upload side by side.
     let mut files: Vec<PathBuf> = Vec::new();
@@ -267,7 +307,7 @@ async fn upload_frozen(
         }
         shape.push(parts);
     }
-    let (entries, mut stats) = transfer::upload_files(dest, files, jobs).await?;
+    let (entries, mut stats) = transfer::upload_files(dest, files, jobs, limit).await?;
     stats.add(&reused);
     let mut entries = entries.into_iter();
     let tables = frozen

@@ -7,7 +7,7 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use shardhouse_common::credential::ClusterToken;
 use shardhouse_common::proto::{RebuildReplicaRequest, ShardStatesRequest};
-use shardhouse_operator::backup::{self, Knobs};
+use shardhouse_operator::backup::{self, Knobs, Options as RunOptions};
 use shardhouse_operator::rebalance::{ClusterMeta, Executor};
 use shardhouse_operator::status;
 use shardhouse_operator::{node_client, planner};
@@ -84,6 +84,10 @@ enum Command {
         /// Backup id (default: the newest).
         #[arg(long)]
         backup: Option<String>,
+        /// Restore only this database (its tables and series catalog); the
+        /// backup's other databases are skipped.
+        #[arg(long)]
+        database: Option<String>,
         #[command(flatten)]
         knobs: KnobArgs,
     },
@@ -99,6 +103,10 @@ enum BackupCommand {
         /// Backup id (default: b-<UTC time>).
         #[arg(long)]
         id: Option<String>,
+        /// Upload rate limit per node, MB/s (10^6 bytes), shared by the
+        /// shards a node backs up at once (default: none).
+        #[arg(long, value_parser = parse_mb_s)]
+        max_mb_s: Option<f64>,
         #[command(flatten)]
         knobs: KnobArgs,
     },
@@ -141,6 +149,25 @@ impl KnobArgs {
     }
 }
 
+/// Progress redrawn in place when stdout is a terminal, lines otherwise.
+fn run_options() -> RunOptions {
+    use std::io::IsTerminal;
+    RunOptions {
+        live_progress: std::io::stdout().is_terminal(),
+        ..RunOptions::default()
+    }
+}
+
+/// `--max-mb-s`: a positive number of MB/s.
+fn parse_mb_s(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!(
+            "--max-mb-s {s:?}: a positive number of MB/s (10^6 bytes per second), e.g. 50"
+        )),
+    }
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
@@ -151,7 +178,8 @@ async fn main() -> anyhow::Result<()> {
         .init();
     let opts = Options::parse();
     let token = ClusterToken::load(opts.cluster_token_file.as_deref())?;
-    let mut out = std::io::stdout().lock();
+    // Not locked: the backup functions take a `Send` writer.
+    let mut out = std::io::stdout();
     // Listing and deleting need only the destination, not the cluster.
     match &opts.command {
         Command::Backup {
@@ -272,8 +300,17 @@ async fn main() -> anyhow::Result<()> {
             )?;
         }
         Command::Backup { command } => match command {
-            BackupCommand::Create { to, id, knobs } => {
-                backup::create(&mut meta, &to, id, &knobs.knobs(), &mut out).await?;
+            BackupCommand::Create {
+                to,
+                id,
+                max_mb_s,
+                knobs,
+            } => {
+                let opts = RunOptions {
+                    max_bytes_per_sec: max_mb_s.map_or(0, |v| (v * 1e6) as u64),
+                    ..run_options()
+                };
+                backup::create_with(&mut meta, &to, id, &knobs.knobs(), &opts, &mut out).await?;
             }
             // Handled before connecting to etcd; kept for completeness.
             BackupCommand::List { at } => {
@@ -286,9 +323,14 @@ async fn main() -> anyhow::Result<()> {
         Command::Restore {
             from,
             backup: id,
+            database,
             knobs,
         } => {
-            backup::restore(&mut meta, &from, id, &knobs.knobs(), &mut out).await?;
+            let opts = RunOptions {
+                database,
+                ..run_options()
+            };
+            backup::restore_with(&mut meta, &from, id, &knobs.knobs(), &opts, &mut out).await?;
         }
         Command::RebuildReplica {
             shard,
