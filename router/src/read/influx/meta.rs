@@ -10,7 +10,9 @@ use std::collections::BTreeMap;
 use shardhouse_common::names::sql_literal;
 use shardhouse_common::proto::{storage_op, DropMeasurement};
 use shardhouse_eval::Series;
-use shardhouse_influxql::{ShowMeasurements, ShowTagValues, Statement, TagKeyMatch};
+use shardhouse_influxql::{
+    ShowMeasurements, ShowSeries, ShowTagKeys, ShowTagValues, Statement, TagKeyMatch,
+};
 
 use super::fetch::{self, text_at};
 use super::select::StmtResult;
@@ -67,12 +69,15 @@ async fn run_statement(ctx: &Ctx<'_>, stmt: &Statement) -> StmtResult<Vec<Series
     }
     match stmt {
         Statement::ShowCardinality(c) => {
+            let scope = scope_of(stmt);
             let listed = match cardinality::listing(c)? {
                 // Each tag is tested on its own series: a tag the series
                 // lacks matches nothing (InfluxDB's `_tags` evaluation).
-                Statement::ShowTagValues(t) => tag_values(ctx, &t, true).await?,
+                Statement::ShowTagValues(t) => tag_values(ctx, &t, scope, true).await?,
                 // Counted by series, as InfluxDB's `_series` count.
-                Statement::ShowMeasurements(m) => measurements(ctx, &m, true).await?,
+                Statement::ShowMeasurements(m) => measurements(ctx, &m, scope, true).await?,
+                Statement::ShowTagKeys(k) => tag_keys(ctx, &k, scope).await?,
+                Statement::ShowSeries(q) => series(ctx, &q, scope).await?,
                 listing => Box::pin(run_statement(ctx, &listing)).await?,
             };
             Ok(cardinality::counted(c, listed))
@@ -86,22 +91,9 @@ async fn run_statement(ctx: &Ctx<'_>, stmt: &Statement) -> StmtResult<Vec<Series
                 dbs.into_iter().map(|(n, _)| vec![s(n)]).collect(),
             )])
         }
-        Statement::ShowMeasurements(m) => measurements(ctx, m, false).await,
-        Statement::ShowTagKeys(k) => {
-            let db = storage_of(ctx, k.database.as_deref())?;
-            let mut sql = "SELECT measurement, arrayJoin(arrayMap(x -> toString(x), mapKeys(tags))) AS k FROM _series".to_string();
-            push_where(&mut sql, &k.from, k.condition.as_ref(), ctx.now)?;
-            sql.push_str(" GROUP BY measurement, k");
-            let pairs = string_pairs(ctx, &db, &sql).await?;
-            Ok(per_measurement(
-                pairs,
-                &["tagKey"],
-                k.limit,
-                k.offset,
-                |v| vec![s(v)],
-            ))
-        }
-        Statement::ShowTagValues(t) => tag_values(ctx, t, false).await,
+        Statement::ShowMeasurements(m) => measurements(ctx, m, scope_of(stmt), false).await,
+        Statement::ShowTagKeys(k) => tag_keys(ctx, k, scope_of(stmt)).await,
+        Statement::ShowTagValues(t) => tag_values(ctx, t, scope_of(stmt), false).await,
         Statement::ShowFieldKeys(f) => {
             let db = storage_of(ctx, f.database.as_deref())?;
             let mut out = Vec::new();
@@ -122,26 +114,7 @@ async fn run_statement(ctx: &Ctx<'_>, stmt: &Statement) -> StmtResult<Vec<Series
             }
             Ok(out)
         }
-        Statement::ShowSeries(q) => {
-            let db = storage_of(ctx, q.database.as_deref())?;
-            let mut sql = "SELECT measurement, arrayMap(x -> toString(x), mapKeys(tags)), mapValues(tags) FROM _series".to_string();
-            push_where(&mut sql, &q.from, q.condition.as_ref(), ctx.now)?;
-            let keys = distinct_rows(ctx, &db, &sql, |b, row| {
-                let m = text_at(b.column(0), row);
-                let tags: BTreeMap<String, String> = fetch::strings_at(b.column(1), row)
-                    .into_iter()
-                    .zip(fetch::strings_at(b.column(2), row))
-                    .collect();
-                series_key(&m, &tags)
-            })
-            .await?;
-            let rows = limit(
-                keys.into_iter().map(|k| vec![s(k)]).collect(),
-                q.limit,
-                q.offset,
-            );
-            Ok(non_empty(table("", &["key"], rows)))
-        }
+        Statement::ShowSeries(q) => series(ctx, q, scope_of(stmt)).await,
         Statement::DropMeasurement { name } => {
             let db = database_of(ctx, None)?;
             for storage in ctx.router.policies.storages(&db) {
@@ -163,26 +136,70 @@ async fn run_statement(ctx: &Ctx<'_>, stmt: &Statement) -> StmtResult<Vec<Series
     }
 }
 
+/// `SHOW TAG KEYS`: tag keys per measurement.
+async fn tag_keys(ctx: &Ctx<'_>, k: &ShowTagKeys, scope: Scope) -> StmtResult<Vec<Series>> {
+    let storages = storages_of(ctx, k.database.as_deref(), scope)?;
+    let mut sql = "SELECT measurement, arrayJoin(arrayMap(x -> toString(x), mapKeys(tags))) AS k FROM _series".to_string();
+    push_where(&mut sql, &k.from, k.condition.as_ref(), ctx.now)?;
+    sql.push_str(" GROUP BY measurement, k");
+    let pairs = string_pairs(ctx, &storages, &sql).await?;
+    Ok(per_measurement(
+        pairs,
+        &["tagKey"],
+        k.limit,
+        k.offset,
+        |v| vec![s(v)],
+    ))
+}
+
+/// `SHOW SERIES`: series keys.
+async fn series(ctx: &Ctx<'_>, q: &ShowSeries, scope: Scope) -> StmtResult<Vec<Series>> {
+    let storages = storages_of(ctx, q.database.as_deref(), scope)?;
+    let mut sql = "SELECT measurement, arrayMap(x -> toString(x), mapKeys(tags)), mapValues(tags) FROM _series".to_string();
+    push_where(&mut sql, &q.from, q.condition.as_ref(), ctx.now)?;
+    let keys = distinct_rows(ctx, &storages, &sql, |b, row| {
+        let m = text_at(b.column(0), row);
+        let tags: BTreeMap<String, String> = fetch::strings_at(b.column(1), row)
+            .into_iter()
+            .zip(fetch::strings_at(b.column(2), row))
+            .collect();
+        series_key(&m, &tags)
+    })
+    .await?;
+    let rows = limit(
+        keys.into_iter().map(|k| vec![s(k)]).collect(),
+        q.limit,
+        q.offset,
+    );
+    Ok(non_empty(table("", &["key"], rows)))
+}
+
 /// `SHOW MEASUREMENTS`: the condition decides per measurement
 /// ([`MeasurementFilter`]), or per series when `by_series` (the listing a
 /// cardinality counts).
 async fn measurements(
     ctx: &Ctx<'_>,
     m: &ShowMeasurements,
+    scope: Scope,
     by_series: bool,
 ) -> StmtResult<Vec<Series>> {
     if m.condition.as_ref().is_some_and(cardinality::mentions_time) {
         return Err("SHOW MEASUREMENTS doesn't support time in WHERE clause".into());
     }
-    let db = storage_of(ctx, m.database.as_deref())?;
+    let storages = storages_of(ctx, m.database.as_deref(), scope)?;
     let mut names = match &m.condition {
         Some(c) if !by_series => {
             let filter = MeasurementFilter::new(c)?;
             let n = filter.tag_comparisons();
             let mut counts = TagCounts::new();
-            let answers = fetch::on_every_shard(ctx.router, &db, &filter.sql(), ctx.deadline)
-                .await
-                .map_err(|e| e.to_string())?;
+            let mut answers = Vec::new();
+            for db in &storages {
+                answers.extend(
+                    fetch::on_every_shard(ctx.router, db, &filter.sql(), ctx.deadline)
+                        .await
+                        .map_err(|e| e.to_string())?,
+                );
+            }
             for b in answers.iter().flat_map(|(_, batches)| batches) {
                 for row in 0..b.num_rows() {
                     let sums = counts
@@ -206,7 +223,7 @@ async fn measurements(
             {
                 sql.push_str(&format!(" WHERE {w}"));
             }
-            distinct_strings(ctx, &db, &sql).await?
+            distinct_strings(ctx, &storages, &sql).await?
         }
     };
     if let Some(w) = &m.with_measurement {
@@ -223,10 +240,15 @@ async fn measurements(
 /// `SHOW TAG VALUES`: (key, value) pairs per measurement. `strict`: a
 /// comparison with a tag the series lacks is not true (the cardinality's
 /// evaluation); otherwise the missing tag reads as '' (the index's).
-async fn tag_values(ctx: &Ctx<'_>, t: &ShowTagValues, strict: bool) -> StmtResult<Vec<Series>> {
-    let db = storage_of(ctx, t.database.as_deref())?;
+async fn tag_values(
+    ctx: &Ctx<'_>,
+    t: &ShowTagValues,
+    scope: Scope,
+    strict: bool,
+) -> StmtResult<Vec<Series>> {
+    let storages = storages_of(ctx, t.database.as_deref(), scope)?;
     let sql = tag_values_sql(t, ctx.now, strict)?;
-    let pairs = string_pairs(ctx, &db, &sql).await?;
+    let pairs = string_pairs(ctx, &storages, &sql).await?;
     Ok(per_measurement(
         pairs,
         &["key", "value"],
@@ -282,6 +304,36 @@ fn statement_name(stmt: &Statement) -> &'static str {
     }
 }
 
+/// Which storages a SHOW reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scope {
+    /// Every retention policy's of the database.
+    Database,
+    /// The request's retention policy's (`rp`, else the default).
+    Policy,
+}
+
+/// As InfluxDB 1.8: the listings of measurements, series, tag keys and
+/// tag values see every retention policy of the database (the request's
+/// `rp` does not narrow them); field keys and the exact cardinalities
+/// (counted by a `SELECT` in InfluxDB) see one policy; the estimates the
+/// whole database.
+fn scope_of(stmt: &Statement) -> Scope {
+    match stmt {
+        Statement::ShowCardinality(c) if cardinality::estimated(c) => Scope::Database,
+        Statement::ShowCardinality(_) | Statement::ShowFieldKeys(_) => Scope::Policy,
+        _ => Scope::Database,
+    }
+}
+
+/// The storages a SHOW of `scope` reads.
+fn storages_of(ctx: &Ctx<'_>, on: Option<&str>, scope: Scope) -> StmtResult<Vec<String>> {
+    match scope {
+        Scope::Database => Ok(ctx.router.policies.storages(&database_of(ctx, on)?)),
+        Scope::Policy => Ok(vec![storage_of(ctx, on)?]),
+    }
+}
+
 /// The storage a SHOW reads: the default retention policy's of the
 /// statement's database (`ON db`, else the request's `db`), or the
 /// request's `rp`.
@@ -309,6 +361,30 @@ mod tests {
         match shardhouse_influxql::parse_statement(q).unwrap() {
             Statement::ShowTagValues(t) => t,
             other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn listings_see_every_retention_policy() {
+        let scope = |q: &str| scope_of(&shardhouse_influxql::parse_statement(q).unwrap());
+        for q in [
+            "SHOW MEASUREMENTS",
+            "SHOW SERIES FROM cpu",
+            "SHOW TAG KEYS",
+            "SHOW TAG VALUES WITH KEY = host",
+            "SHOW SERIES CARDINALITY",
+            "SHOW MEASUREMENT CARDINALITY",
+        ] {
+            assert_eq!(scope(q), Scope::Database, "{q}");
+        }
+        for q in [
+            "SHOW FIELD KEYS",
+            "SHOW SERIES EXACT CARDINALITY",
+            "SHOW TAG KEY CARDINALITY",
+            "SHOW TAG VALUES CARDINALITY WITH KEY = host",
+            "SHOW SERIES CARDINALITY FROM cpu",
+        ] {
+            assert_eq!(scope(q), Scope::Policy, "{q}");
         }
     }
 

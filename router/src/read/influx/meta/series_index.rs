@@ -46,7 +46,12 @@ pub(super) async fn databases(ctx: &Ctx<'_>) -> StmtResult<Vec<(String, i64)>> {
 
 /// Every measurement of `db` with a series (InfluxDB and Prometheus).
 pub async fn measurement_names(ctx: &Ctx<'_>, db: &str) -> StmtResult<Vec<String>> {
-    distinct_strings(ctx, db, "SELECT DISTINCT measurement FROM _series").await
+    distinct_strings(
+        ctx,
+        &[db.to_owned()],
+        "SELECT DISTINCT measurement FROM _series",
+    )
+    .await
 }
 
 pub(super) async fn from_measurements(
@@ -186,22 +191,24 @@ pub(super) fn push_where_with(
     Ok(())
 }
 
-/// Every row `sql` returns on any shard of `db`, as `read` takes it from
-/// (batch, row): distinct and sorted.
+/// Every row `sql` returns on any shard of any of `storages`, as `read`
+/// takes it from (batch, row): distinct and sorted.
 pub(super) async fn distinct_rows<T: Ord>(
     ctx: &Ctx<'_>,
-    db: &str,
+    storages: &[String],
     sql: &str,
     read: impl Fn(&RecordBatch, usize) -> T,
 ) -> StmtResult<BTreeSet<T>> {
-    let answers = fetch::on_every_shard(ctx.router, db, sql, ctx.deadline)
-        .await
-        .map_err(|e| e.to_string())?;
     let mut out = BTreeSet::new();
-    for (_, batches) in &answers {
-        for b in batches {
-            for row in 0..b.num_rows() {
-                out.insert(read(b, row));
+    for db in storages {
+        let answers = fetch::on_every_shard(ctx.router, db, sql, ctx.deadline)
+            .await
+            .map_err(|e| e.to_string())?;
+        for (_, batches) in &answers {
+            for b in batches {
+                for row in 0..b.num_rows() {
+                    out.insert(read(b, row));
+                }
             }
         }
     }
@@ -211,20 +218,20 @@ pub(super) async fn distinct_rows<T: Ord>(
 /// The first column's values, distinct, sorted.
 pub(super) async fn distinct_strings(
     ctx: &Ctx<'_>,
-    db: &str,
+    storages: &[String],
     sql: &str,
 ) -> StmtResult<Vec<String>> {
-    let out = distinct_rows(ctx, db, sql, |b, row| text_at(b.column(0), row)).await?;
+    let out = distinct_rows(ctx, storages, sql, |b, row| text_at(b.column(0), row)).await?;
     Ok(out.into_iter().collect())
 }
 
 /// (measurement, value) pairs, distinct, sorted.
 pub(super) async fn string_pairs(
     ctx: &Ctx<'_>,
-    db: &str,
+    storages: &[String],
     sql: &str,
 ) -> StmtResult<BTreeSet<(String, String)>> {
-    distinct_rows(ctx, db, sql, |b, row| {
+    distinct_rows(ctx, storages, sql, |b, row| {
         (text_at(b.column(0), row), text_at(b.column(1), row))
     })
     .await
