@@ -222,8 +222,10 @@ pub async fn reconcile_backup(b: Arc<ShardhouseBackup>, ctx: Arc<Context>) -> Re
             if st != status {
                 ctx.event(b.as_ref(), EventType::Warning, "InvalidSchedule", msg)
                     .await;
+                if !write_backup_status(&ctx, &b, st, Fresh::Checked).await? {
+                    return Ok(Action::requeue(STALE_RETRY));
+                }
             }
-            write_backup_status(&ctx, &b, &ns, st, generation).await?;
             // Nothing until the spec changes (a change triggers a reconcile).
             return Ok(Action::await_change());
         }
@@ -240,14 +242,16 @@ pub async fn reconcile_backup(b: Arc<ShardhouseBackup>, ctx: Arc<Context>) -> Re
         status: &status,
     };
     let key = format!("{ns}/{}", b.name_any());
+    let mut ran = false;
     let st = match decide::due(&schedule, &clock) {
         run @ Due::Run { .. } if ctx.last_run().get(&key) == Some(&run) => {
             // Done a moment ago; its status is not in our cache yet.
-            return Ok(Action::requeue(Duration::from_secs(2)));
+            return Ok(Action::requeue(STALE_RETRY));
         }
         Due::Run { slot, manual } => {
             let st = run_backup(&ctx, &b, &ns, &status, slot, manual.clone()).await;
             ctx.last_run().insert(key, Due::Run { slot, manual });
+            ran = true;
             st
         }
         Due::WaitUntil(_) | Due::Suspended => status.clone(),
@@ -299,8 +303,11 @@ pub async fn reconcile_backup(b: Arc<ShardhouseBackup>, ctx: Arc<Context>) -> Re
         &now.to_string(),
         generation,
     );
-    if st != status {
-        write_backup_status(&ctx, &b, &ns, st, generation).await?;
+    // A run's result is written whatever changed meanwhile; anything else
+    // only onto the status it was computed from.
+    let fresh = if ran { Fresh::Result } else { Fresh::Checked };
+    if st != status && !write_backup_status(&ctx, &b, st, fresh).await? {
+        return Ok(Action::requeue(STALE_RETRY));
     }
     Ok(action)
 }
@@ -420,27 +427,73 @@ where
     .map_err(|e| format!("the backup task ended abnormally: {e}"))?
 }
 
+/// How a status write relates to the object it was computed from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fresh {
+    /// Computed from the object as the watch showed it, which may lag our
+    /// own last write: applied only if the object is still that version.
+    Checked,
+    /// The outcome of a backup or restore: applied whatever changed.
+    Result,
+}
+
+/// Pause before looking again when the watch had not caught up.
+const STALE_RETRY: Duration = Duration::from_secs(2);
+
+/// Writes `status` with server-side apply; false when `Fresh::Checked`
+/// found a newer object (then nothing was written).
+async fn write_status<K>(
+    ctx: &Context,
+    obj: &K,
+    kind: &str,
+    status: serde_json::Value,
+    fresh: Fresh,
+) -> Result<bool>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let ns = namespace(obj)?;
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), &ns);
+    let mut patch = json!({
+        "apiVersion": format!("{GROUP}/{VERSION}"),
+        "kind": kind,
+        "status": status,
+    });
+    if fresh == Fresh::Checked {
+        patch["metadata"] = json!({"resourceVersion": obj.resource_version()});
+    }
+    match api
+        .patch_status(
+            &obj.name_any(),
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(patch),
+        )
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
 async fn write_backup_status(
     ctx: &Context,
     b: &ShardhouseBackup,
-    ns: &str,
     mut st: ShardhouseBackupStatus,
-    generation: Option<i64>,
-) -> Result<()> {
-    st.observed_generation = generation;
-    let api: Api<ShardhouseBackup> = Api::namespaced(ctx.client.clone(), ns);
-    let patch = json!({
-        "apiVersion": format!("{GROUP}/{VERSION}"),
-        "kind": "ShardhouseBackup",
-        "status": st,
-    });
-    api.patch_status(
-        &b.name_any(),
-        &PatchParams::apply(MANAGER).force(),
-        &Patch::Apply(patch),
+    fresh: Fresh,
+) -> Result<bool> {
+    st.observed_generation = b.metadata.generation;
+    write_status(
+        ctx,
+        b,
+        "ShardhouseBackup",
+        serde_json::to_value(&st)?,
+        fresh,
     )
-    .await?;
-    Ok(())
+    .await
 }
 
 // --------------------------------------------------------------- restores
@@ -450,24 +503,25 @@ pub async fn reconcile_restore(r: Arc<ShardhouseRestore>, ctx: Arc<Context>) -> 
     let key = format!("{ns}/{}", r.name_any());
     let status = r.status.clone().unwrap_or_default();
     let cluster = get_cluster(&ctx.client, &ns, &r.spec.cluster_ref).await?;
-    let running_here = ctx.restores_started().contains(&key);
+    let started_here = ctx.restores_started().contains(&key);
     let step = decide::restore_step(
         status.phase,
-        running_here,
+        started_here,
         cluster.as_ref().and_then(|c| c.status.as_ref()),
         &r.spec.cluster_ref,
     );
     let now = Timestamp::now().to_string();
     match step {
         RestoreStep::Finished => Ok(Action::await_change()),
+        // Started by this process: its outcome is written by the run, and
+        // the watch has not shown it yet.
+        RestoreStep::Wait(_) if started_here => Ok(Action::requeue(STALE_RETRY)),
         RestoreStep::Wait(why) => {
             let mut st = status.clone();
-            if st.phase != RestorePhase::Restoring {
-                st.phase = RestorePhase::WaitingForCluster;
-            }
+            st.phase = RestorePhase::WaitingForCluster;
             st.message = why;
-            if st != status {
-                write_restore_status(&ctx, &r, &ns, &st).await?;
+            if st != status && !write_restore_status(&ctx, &r, &st, Fresh::Checked).await? {
+                return Ok(Action::requeue(STALE_RETRY));
             }
             Ok(Action::requeue(Duration::from_secs(10)))
         }
@@ -475,9 +529,11 @@ pub async fn reconcile_restore(r: Arc<ShardhouseRestore>, ctx: Arc<Context>) -> 
             let mut st = status;
             let msg = "the operator restarted during the restore: the cluster may hold part of the backup; delete the cluster and restore into a new one".to_string();
             finish_restore(&mut st, false, msg.clone(), &now);
+            if !write_restore_status(&ctx, &r, &st, Fresh::Checked).await? {
+                return Ok(Action::requeue(STALE_RETRY));
+            }
             ctx.event(r.as_ref(), EventType::Warning, "RestoreFailed", msg)
                 .await;
-            write_restore_status(&ctx, &r, &ns, &st).await?;
             Ok(Action::await_change())
         }
         RestoreStep::Start => {
@@ -492,7 +548,11 @@ pub async fn reconcile_restore(r: Arc<ShardhouseRestore>, ctx: Arc<Context>) -> 
                 r.spec.backup_id.as_deref().unwrap_or("the newest backup"),
                 r.spec.source
             );
-            write_restore_status(&ctx, &r, &ns, &st).await?;
+            // Only from the newest version: a lagging watch never starts a
+            // restore twice.
+            if !write_restore_status(&ctx, &r, &st, Fresh::Checked).await? {
+                return Ok(Action::requeue(STALE_RETRY));
+            }
             ctx.event(
                 r.as_ref(),
                 EventType::Normal,
@@ -530,7 +590,7 @@ pub async fn reconcile_restore(r: Arc<ShardhouseRestore>, ctx: Arc<Context>) -> 
                         .await;
                 }
             }
-            write_restore_status(&ctx, &r, &ns, &st).await?;
+            write_restore_status(&ctx, &r, &st, Fresh::Result).await?;
             Ok(Action::await_change())
         }
     }
@@ -579,20 +639,15 @@ async fn restore(
 async fn write_restore_status(
     ctx: &Context,
     r: &ShardhouseRestore,
-    ns: &str,
     st: &ShardhouseRestoreStatus,
-) -> Result<()> {
-    let api: Api<ShardhouseRestore> = Api::namespaced(ctx.client.clone(), ns);
-    let patch = json!({
-        "apiVersion": format!("{GROUP}/{VERSION}"),
-        "kind": "ShardhouseRestore",
-        "status": st,
-    });
-    api.patch_status(
-        &r.name_any(),
-        &PatchParams::apply(MANAGER).force(),
-        &Patch::Apply(patch),
+    fresh: Fresh,
+) -> Result<bool> {
+    write_status(
+        ctx,
+        r,
+        "ShardhouseRestore",
+        serde_json::to_value(st)?,
+        fresh,
     )
-    .await?;
-    Ok(())
+    .await
 }

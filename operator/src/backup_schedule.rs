@@ -271,24 +271,25 @@ pub enum RestoreStep {
     Wait(String),
     /// Run the restore now.
     Start,
-    /// The status says Restoring but no restore is running in this
-    /// operator: it restarted mid-way. The cluster may hold part of the
-    /// backup, so it is not tried again.
+    /// The status says Restoring but this operator never started it: it
+    /// restarted mid-way. The cluster may hold part of the backup, so it is
+    /// not tried again.
     Interrupted,
 }
 
 /// The next step of a restore: once, into a Running cluster whose every
-/// shard is healthy (every replica must take its parts).
+/// shard is healthy (every replica must take its parts). `started_here`:
+/// this operator process started it (a status that says otherwise lags).
 pub fn restore_step(
     phase: RestorePhase,
-    running_here: bool,
+    started_here: bool,
     cluster: Option<&ShardhouseClusterStatus>,
     cluster_name: &str,
 ) -> RestoreStep {
     match phase {
         RestorePhase::Succeeded | RestorePhase::Failed => return RestoreStep::Finished,
-        RestorePhase::Restoring if !running_here => return RestoreStep::Interrupted,
-        RestorePhase::Restoring => return RestoreStep::Wait("restore in progress".into()),
+        _ if started_here => return RestoreStep::Wait("restore started".into()),
+        RestorePhase::Restoring => return RestoreStep::Interrupted,
         RestorePhase::Pending | RestorePhase::WaitingForCluster => {}
     }
     let Some(st) = cluster else {
@@ -607,10 +608,13 @@ mod tests {
             RestoreStep::Interrupted,
             "a restore found half-way after a restart is not run again"
         );
-        assert!(matches!(
-            restore_step(P::Restoring, true, Some(&running), "new"),
-            RestoreStep::Wait(_)
-        ));
+        // Started by this process, the status not yet seen: never twice.
+        for phase in [P::Pending, P::WaitingForCluster, P::Restoring] {
+            assert!(matches!(
+                restore_step(phase, true, Some(&running), "new"),
+                RestoreStep::Wait(_)
+            ));
+        }
     }
 
     #[test]
