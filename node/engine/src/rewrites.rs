@@ -20,8 +20,9 @@
 //! clean holds each key once, and a read of it without `FINAL` gives the
 //! same rows ([`strip_final`]). Everything unknown keeps `FINAL`.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
+use shardhouse_common::series::IdMap;
 use shardhouse_common::sql_check::{self, Kind};
 
 const NANOS_PER_DAY: i64 = 86_400 * 1_000_000_000;
@@ -34,7 +35,7 @@ pub(crate) struct TableRewrites {
     /// Days (since the Unix epoch, UTC) where a key may be stored twice.
     dirty: BTreeSet<i64>,
     /// Newest time (ns) written for each series while tracked.
-    latest: HashMap<u64, i64>,
+    latest: IdMap<i64>,
 }
 
 impl TableRewrites {

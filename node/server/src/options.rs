@@ -70,7 +70,7 @@ pub struct NodeOptions {
     /// How often expired day partitions are looked for (ms).
     pub retention_check_interval_ms: u64,
     /// Read every fact table with `FINAL`, also those this node knows hold
-    /// each point once (docs/operations.md, "Reads and FINAL").
+    /// each point once (docs/storage.md, "FINAL only where it can matter").
     pub engine_reads_always_final: bool,
     /// RocksDB memtable size of the WAL; up to 4 are held, so the WAL's
     /// memtables take at most 4x this (the operator sizes it to the pod's
