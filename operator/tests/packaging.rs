@@ -250,3 +250,14 @@ fn example_clusters_parse_as_the_custom_resource() {
         );
     }
 }
+
+#[test]
+fn example_backup_and_restore_parse_as_their_custom_resources() {
+    let b: crd::ShardhouseBackup = serde_yaml::from_str(&read("manifests/examples/backup.yaml"))
+        .unwrap_or_else(|e| panic!("backup.yaml: {e}"));
+    shardhouse_operator::backup_schedule::Schedule::parse(&b.spec.schedule).unwrap();
+    assert_eq!(b.spec.retention.map(|r| r.keep), Some(7));
+    let r: crd::ShardhouseRestore = serde_yaml::from_str(&read("manifests/examples/restore.yaml"))
+        .unwrap_or_else(|e| panic!("restore.yaml: {e}"));
+    assert_eq!(r.spec.backup_id, None, "the newest backup");
+}
