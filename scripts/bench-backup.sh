@@ -28,7 +28,8 @@
 #
 # Knobs: POINTS (100000000), BATCH (100000), RATE (requests/s, 10), SHARDS
 # (2), JOBS (files per node at once, ctl default), PARALLEL_SHARDS (ctl
-# default), DD_MB (2048), DROP_CACHES=1, OUT (a directory that keeps the
+# default), MAX_MB_S (the backup's --max-mb-s: its rate limit per node),
+# DD_MB (2048), DROP_CACHES=1, OUT (a directory that keeps the
 # outputs and logs; default a temporary one, deleted at the end),
 # KEEP_DATA=1 (keep the clusters' data and the backup too; they are kept
 # anyway when the run fails).
@@ -62,6 +63,8 @@ fail() {
 knobs=()
 [ -n "${JOBS:-}" ] && knobs+=(--jobs "$JOBS")
 [ -n "${PARALLEL_SHARDS:-}" ] && knobs+=(--parallel-shards "$PARALLEL_SHARDS")
+backup_knobs=("${knobs[@]}")
+[ -n "${MAX_MB_S:-}" ] && backup_knobs+=(--max-mb-s "$MAX_MB_S")
 
 cleanup() {
   local rc=$?
@@ -135,7 +138,7 @@ log "disk: write $disk_w MB/s, read $disk_r MB/s"
 # --- 3. backup ---------------------------------------------------------------------
 drop_caches
 t=$(now)
-"$CTL" --etcd "$SH_ETCD_ENDPOINT" backup create --to "$OUT/backups" --id bench "${knobs[@]}" \
+"$CTL" --etcd "$SH_ETCD_ENDPOINT" backup create --to "$OUT/backups" --id bench "${backup_knobs[@]}" \
   >"$OUT/backup.out" 2>&1 || {
   cat "$OUT/backup.out" >&2
   fail "backup failed"
