@@ -26,6 +26,9 @@
 #     restored cluster holds are each there once (see "later points"); a
 #     restore of a database the backup lacks and a second restore into the
 #     now non-empty cluster are refused; B takes writes.
+# 10. Cluster C: 1 node; `restore --database other` of b2 brings back the
+#     50 points written to database "other" before b2, and no other
+#     database.
 # Last line: `backup_scenarios=N acked_points_lost=0 incremental_upload_pct=X
 # ...`, or a FAIL line.
 #
@@ -198,6 +201,14 @@ ctl backup create --to "$DEST" --id b1 >"$TMP/b1.out" 2>&1 || {
 cat "$TMP/b1.out" >&2
 passed "backup b1 taken during the load"
 
+# A second database, for `restore --database` (step 10): 50 points
+# acknowledged before b2 starts.
+other_base=$(($(date +%s) * 1000000000))
+other_lines=$(for i in $(seq 50); do echo "om,src=test v=$i $((other_base + i))"; done)
+code=$(curl -s -o /dev/null -w '%{http_code}' -XPOST "http://$SH_ROUTER_HTTP/write?db=other" \
+  --data-binary "$other_lines")
+[ "$code" = 204 ] || fail "cannot write to database other (HTTP $code)"
+
 # About 1% more data, then b2.
 target=$((points_b1 / 100))
 base=$(acked_points "$TMP/steady.acks")
@@ -300,6 +311,7 @@ passed "tampered object refused"
 expect_refused "restore of a database the backup lacks" 'holds no database "nope"' \
   ctl restore --from "$DEST" --backup b2 --database nope
 passed "restore --database of a missing database refused"
+# (restore --database other: cluster C, at the end)
 
 # b2 is restored: it names parts merged since b1 by b1's parts when it
 # can (shardhouse_backup::merged), so this also restores those.
@@ -362,6 +374,26 @@ passed "restore into a non-empty cluster refused"
 code=$(curl -s -o /dev/null -w '%{http_code}' -XPOST "http://$SH_ROUTER_HTTP/write?db=shardhouse" \
   --data-binary "after_restore,src=test ok=1")
 [ "$code" = 204 ] || fail "cluster B does not take writes after the restore (HTTP $code)"
+
+# --- cluster C: 1 node, only database "other" of b2 ------------------------------
+sh_stop_all
+rm -rf "$TMP/b"
+start_cluster "$TMP/c" 1 1
+ctl restore --from "$DEST" --backup b2 --database other >"$TMP/restore-other.out" 2>&1 || {
+  cat "$TMP/restore-other.out" >&2
+  fail "restore --database other failed"
+}
+cat "$TMP/restore-other.out" >&2
+grep -q 'restore database "other" of b2' "$TMP/restore-other.out" ||
+  fail "restore --database other did not say what it restores: $(head -n 1 "$TMP/restore-other.out")"
+n_other=$(curl -s -G "http://$SH_ROUTER_HTTP/api/v1/sql?db=other" --data-urlencode 'q=SELECT count() AS n FROM om FINAL' |
+  python3 -c 'import json, sys; print(sum(int(r["n"]) for r in json.load(sys.stdin)))' 2>/dev/null || echo "?")
+[ "$n_other" = 50 ] || fail "restore --database other: $n_other points of om, not 50"
+dbs=$(curl -s -G "http://$SH_ROUTER_HTTP/query" --data-urlencode 'q=SHOW DATABASES')
+if grep -q '"shardhouse"' <<<"$dbs" || ! grep -q '"other"' <<<"$dbs"; then
+  fail "after restore --database other the cluster holds: $dbs"
+fi
+passed "restore --database other brought back its 50 points and no other database"
 
 b1_rate=$(sed -n 's/^backup b1 complete: .*, \([0-9.]*\) MB\/s$/\1/p' "$TMP/b1.out")
 echo "backup_scenarios=$SCENARIOS acked_points_lost=$lost incremental_upload_pct=$pct $later" \
