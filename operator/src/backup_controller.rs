@@ -39,7 +39,7 @@ pub const CREDENTIAL_KEYS: [&str; 2] = ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_
 /// Shared by the reconciles of both resources.
 pub struct Context {
     pub client: Client,
-    recorder: Recorder,
+    reporter: Reporter,
     /// Restores this process started (`namespace/name`): a restore found
     /// `Restoring` and not in here was interrupted by a restart. Kept after
     /// they finish, so a reconcile that still sees the `Restoring` status
@@ -57,7 +57,7 @@ impl Context {
             instance: std::env::var("POD_NAME").ok(),
         };
         Context {
-            recorder: Recorder::new(client.clone(), reporter),
+            reporter,
             client,
             restores_started: Mutex::new(BTreeSet::new()),
             last_run: Mutex::new(BTreeMap::new()),
@@ -90,7 +90,11 @@ impl Context {
             action: reason.into(),
             secondary: None,
         };
-        if let Err(e) = self.recorder.publish(&ev, &obj.object_ref(&())).await {
+        // A recorder per Event: one that is kept folds every later Event
+        // of the same reason into the first one's series and note, and
+        // each run's outcome (its backup id, its error) must be seen.
+        let recorder = Recorder::new(self.client.clone(), self.reporter.clone());
+        if let Err(e) = recorder.publish(&ev, &obj.object_ref(&())).await {
             tracing::warn!(%e, reason, "could not publish event");
         }
     }
@@ -328,9 +332,20 @@ async fn run_backup(
         (None, None) => "run".into(),
     };
     tracing::info!(backup = %b.name_any(), cluster = %b.spec.cluster_ref, %what, "backup starting");
+    let mut retention_failed = Vec::new();
     match backup_and_prune(ctx, b, ns).await {
         Ok((m, kept, log)) => {
             tracing::info!(backup = %b.name_any(), id = %m.id, "{}", log.trim_end());
+            let kept = kept.unwrap_or_else(|e| {
+                let msg = format!(
+                    "backup {} is complete; retention (keep {}) failed: {e}",
+                    m.id,
+                    b.spec.retention.as_ref().map_or(0, |r| r.keep)
+                );
+                tracing::warn!(backup = %b.name_any(), "{msg}");
+                retention_failed.push(msg);
+                status.kept_backups.clone()
+            });
             let st = decide::after_success(status, &m, slot, manual, kept, Timestamp::now());
             let note = format!(
                 "backup {} ({what}) of cluster {}: {} shards, {} bytes ({} uploaded) in {:.1} s, Raft index {}",
@@ -344,6 +359,10 @@ async fn run_backup(
             );
             ctx.event(b, EventType::Normal, "BackupSucceeded", note)
                 .await;
+            for msg in retention_failed {
+                ctx.event(b, EventType::Warning, "RetentionFailed", msg)
+                    .await;
+            }
             st
         }
         Err(e) => {
@@ -359,13 +378,20 @@ async fn run_backup(
     }
 }
 
-/// `backup create`, then `backup delete --keep N`; returns the manifest,
-/// the backups kept and the library's output.
+/// What one run produced: the manifest, the backups the retention kept
+/// (or why it failed) and the library's output lines.
+type RunOutcome = (
+    shardhouse_backup::Manifest,
+    Result<Vec<String>, String>,
+    String,
+);
+
+/// `backup create`, then `backup delete --keep N`.
 async fn backup_and_prune(
     ctx: &Context,
     b: &ShardhouseBackup,
     ns: &str,
-) -> Result<(shardhouse_backup::Manifest, Vec<String>, String), String> {
+) -> Result<RunOutcome, String> {
     let cluster = get_cluster(&ctx.client, ns, &b.spec.cluster_ref)
         .await
         .map_err(|e| e.to_string())?
@@ -388,16 +414,14 @@ async fn backup_and_prune(
             let m = backup::create(&mut meta, &url, None, &knobs, out)
                 .await
                 .map_err(|e| format!("{e:#}"))?;
+            // The backup is complete either way: a failed retention pass is
+            // reported, not a reason to take the backup again.
             let kept = match keep {
-                Some(keep) => {
-                    backup::delete(&url, &[], Some(keep), out)
-                        .await
-                        .map_err(|e| {
-                            format!("backup {} is complete, but retention failed: {e:#}", m.id)
-                        })?
-                        .keep_backups
-                }
-                None => Vec::new(),
+                Some(keep) => backup::delete(&url, &[], Some(keep), out)
+                    .await
+                    .map(|plan| plan.keep_backups)
+                    .map_err(|e| format!("{e:#}")),
+                None => Ok(Vec::new()),
             };
             Ok((m, kept))
         })

@@ -300,6 +300,9 @@ async fn backups_and_restores_through_the_custom_resources() {
     let id2 = second.last_backup.clone().unwrap();
     assert_ne!(id1, id2, "{second:?}");
     assert_eq!(second.kept_backups, vec![id2.clone()]);
+    // Each run has its own Event (not folded into the first one's).
+    let notes = events(&client, "nightly", "BackupSucceeded").await;
+    assert!(notes.iter().any(|n| n.contains(&id2)), "{notes:?}");
     let at = shardhouse_operator::backup::list(&url, &mut Vec::new())
         .await
         .unwrap();
