@@ -1,7 +1,7 @@
 //! Every HTTP path and the handler that answers it (`http::*`). A new API
 //! is a handler module in `http/` and its lines here.
 
-use crate::http::{admin, health, msgpack, prom, promql, sql, v1, v2};
+use crate::http::{admin, health, msgpack, prom, prom_read, promql, sql, v1, v2};
 use crate::state::Router;
 use axum::routing::{get, post};
 use std::sync::Arc;
@@ -16,6 +16,9 @@ pub fn app(router: Arc<Router>) -> axum::Router {
         // Reads.
         .route("/query", get(v1::query).post(v1::query))
         .route("/api/v1/sql", get(sql::sql).post(sql::sql))
+        // Prometheus remote_read (and InfluxDB 1.x's path for it).
+        .route("/api/v1/read", post(prom_read::read_prom))
+        .route("/api/v1/prom/read", post(prom_read::read_prom))
         // The Prometheus query API (PromQL).
         .route("/api/v1/query", get(promql::query).post(promql::query))
         .route(

@@ -8,7 +8,10 @@
 # against both /api/v1/query_range endpoints over the same window and the
 # answers are compared series by series (scripts/promql/compare.py; relative
 # tolerance 1e-5 as the compliance tester's). Also checks the API's edges:
-# buildinfo, labels, series, a parse error's 400 bad_data.
+# buildinfo, labels, series, a parse error's 400 bad_data. Then remote_read:
+# a second Prometheus with no data of its own reads through the router's
+# /api/v1/read, and its answers to a subset of the queries must equal the
+# reference's.
 # Skips, printing why, when Prometheus cannot be installed. Cost: ~3.5 min.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -30,12 +33,12 @@ for b in shardhouse-node shardhouse-router; do
 done
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/shardhouse-promql-test.XXXXXX")
-PROM_PID="" GEN_PID=""
+PROM_PID="" GEN_PID="" READER_PID=""
 # shellcheck source=scripts/lib/cluster.sh
 source scripts/lib/cluster.sh
 cleanup() {
   local p
-  for p in $PROM_PID $GEN_PID; do
+  for p in $PROM_PID $GEN_PID $READER_PID; do
     kill "$p" 2>/dev/null || true
     wait "$p" 2>/dev/null || true
   done
@@ -107,3 +110,33 @@ python3 scripts/promql/compare.py "$PROM" "$ROUTER" scripts/promql/queries.txt "
 status=${PIPESTATUS[0]}
 [ "$status" = 0 ] || fail "$(tail -1 "$TMP/compare.out")"
 echo "ok: promql"
+
+# --- remote_read: a Prometheus with an empty TSDB answers from Shardhouse.
+READER_PORT=$(sh_free_port)
+cat >"$TMP/reader.yml" <<YAML
+global:
+  scrape_interval: 5s
+remote_read:
+  - url: $ROUTER/api/v1/read
+    read_recent: true
+YAML
+prometheus --config.file="$TMP/reader.yml" --storage.tsdb.path="$TMP/reader" \
+  --web.listen-address="127.0.0.1:$READER_PORT" --log.level=warn >"$TMP/reader.log" 2>&1 &
+READER_PID=$!
+READER="http://127.0.0.1:$READER_PORT"
+deadline=$((SECONDS + 60))
+until curl -fsS -m 2 "$READER/-/ready" >/dev/null 2>&1; do
+  kill -0 "$READER_PID" 2>/dev/null || { cat "$TMP/reader.log" >&2; fail "the remote_read prometheus exited"; }
+  ((SECONDS < deadline)) || fail "the remote_read prometheus not ready after 60 s"
+  sleep 0.5
+done
+grep -v '^#' scripts/promql/queries.txt | head -n 20 >"$TMP/read-queries.txt"
+python3 scripts/promql/compare.py "$PROM" "$READER" "$TMP/read-queries.txt" "$BEGIN" "$END" 10 |
+  tee "$TMP/compare-read.out"
+status=${PIPESTATUS[0]}
+[ "$status" = 0 ] || fail "remote_read: $(tail -1 "$TMP/compare-read.out")"
+code=$(curl -s -o "$TMP/read-err.txt" -w '%{http_code}' -XPOST -H 'Content-Encoding: snappy' \
+  --data-binary 'not snappy' "$ROUTER/api/v1/read")
+[ "$code" = 400 ] && grep -q "snappy" "$TMP/read-err.txt" ||
+  fail "a bad remote_read body answered $code $(cat "$TMP/read-err.txt") (want 400 naming snappy)"
+echo "ok: remote_read"

@@ -15,6 +15,7 @@ pub(crate) mod lenient;
 pub(crate) mod msgpack;
 mod params;
 pub(crate) mod prom;
+pub(crate) mod prom_read;
 pub(crate) mod promql;
 pub(crate) mod sql;
 pub(crate) mod v1;
