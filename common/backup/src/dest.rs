@@ -381,10 +381,22 @@ impl Destination {
             })
     }
 
-    /// Writes a manifest: the last write of a backup.
+    /// Writes a manifest: the last write of a backup (in a local
+    /// directory fsynced, like the objects before it).
     pub async fn put_manifest(&self, m: &Manifest) -> Result<()> {
-        self.put(&manifest::manifest_key(&m.id), Bytes::from(m.encode()))
-            .await
+        let key = manifest::manifest_key(&m.id);
+        let bytes = m.encode();
+        let Some(target) = self.local_path(&key) else {
+            return self.put(&key, Bytes::from(bytes)).await;
+        };
+        let dest = self.clone();
+        tokio::task::spawn_blocking(move || {
+            crate::transfer::write_durably(&dest, &key, &target, |staging| {
+                std::fs::write(staging, &bytes).map_err(|e| ("writing".to_string(), e))
+            })
+        })
+        .await
+        .map_err(|e| self.err("PUT", "manifest", e))?
     }
 }
 
@@ -475,5 +487,10 @@ mod tests {
         let e = dest.manifest("nope").await.unwrap_err().to_string();
         assert!(e.contains("\"nope\" not found"), "{e}");
         assert!(dest.latest().await.is_err());
+        // A manifest is written in place (fsynced) and read back whole.
+        let m = crate::manifest::tests::manifest("b1", &["a"]);
+        dest.put_manifest(&m).await.unwrap();
+        assert_eq!(dest.manifest("b1").await.unwrap(), m);
+        assert_eq!(dest.backup_ids().await.unwrap(), ["b1"]);
     }
 }

@@ -187,9 +187,25 @@ async fn upload_one(
 
 /// Copies `from` to the local destination's `target` under a staging name
 /// (`#` and digits after it: object_store never lists it, so a copy cut
-/// short by a crash is not taken for an object) and renames it into
-/// place, so a reader never sees half an object.
-fn copy_into(dest: &Destination, key: &str, from: &Path, target: &Path) -> Result<()> {
+/// short by a crash is not taken for an object), fsyncs it and renames it
+/// into place (then fsyncs the directory), so a reader never sees half an
+/// object and the manifest, written after, never names one a crash lost.
+pub(crate) fn copy_into(dest: &Destination, key: &str, from: &Path, target: &Path) -> Result<()> {
+    write_durably(dest, key, target, |staging| {
+        std::fs::copy(from, staging)
+            .map(|_| ())
+            .map_err(|e| (format!("copying {}", from.display()), e))
+    })
+}
+
+/// Writes `target` of a local destination with `write` (to a staging
+/// path it is given), fsynced and renamed into place.
+pub(crate) fn write_durably(
+    dest: &Destination,
+    key: &str,
+    target: &Path,
+    write: impl FnOnce(&Path) -> std::result::Result<(), (String, std::io::Error)>,
+) -> Result<()> {
     static N: AtomicU64 = AtomicU64::new(0);
     let fail = |what: &str, e: std::io::Error| BackupError::Store {
         url: dest.url().to_string(),
@@ -207,13 +223,24 @@ fn copy_into(dest: &Destination, key: &str, from: &Path, target: &Path) -> Resul
         N.fetch_add(1, Ordering::Relaxed)
     ));
     let staging = PathBuf::from(staging);
-    let copied = std::fs::copy(from, &staging)
-        .map_err(|e| fail(&format!("copying {}", from.display()), e))
+    let written = write(&staging)
+        .map_err(|(what, e)| fail(&what, e))
+        .and_then(|_| {
+            std::fs::File::open(&staging)
+                .and_then(|f| f.sync_all())
+                .map_err(|e| fail("fsync", e))
+        })
         .and_then(|_| std::fs::rename(&staging, target).map_err(|e| fail("renaming", e)));
-    if copied.is_err() {
+    if written.is_err() {
         let _ = std::fs::remove_file(&staging);
+        return written;
     }
-    copied
+    if let Some(dir) = target.parent() {
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| fail("fsync of its directory", e))?;
+    }
+    Ok(())
 }
 
 /// Downloads one file to `to`, checking its size and checksum; a damaged
