@@ -339,8 +339,9 @@ async fn one_measurement(
 
     // The read range: transformations over GROUP BY time() read back.
     let mut read = range;
+    let mut lookback = 0;
     if let Some(d) = duration {
-        let lookback = planned
+        lookback = planned
             .plans
             .iter()
             .filter_map(|p| match p {
@@ -635,7 +636,39 @@ async fn one_measurement(
         });
     }
     let gathered = planned.assemble(gathered);
-    finish(stmt, &planned.fields, gathered, &windowing, opts).map_err(|e| e.to_string())
+    let out =
+        finish(stmt, &planned.fields, gathered, &windowing, opts).map_err(|e| e.to_string())?;
+    if lookback == 0 {
+        return Ok(out);
+    }
+    // The buckets read back feed the transformations only: an aggregate
+    // beside one (`sum(v) / elapsed(sum(v), 1m)`) has a row there too.
+    let first = if ascending && range.has_start() {
+        windowing.bucket_start(range.start)
+    } else {
+        i64::MIN
+    };
+    let last = if !ascending && range.has_end() {
+        windowing.bucket_start(range.end - 1)
+    } else {
+        i64::MAX
+    };
+    Ok(rows_within(out, first, last))
+}
+
+/// The series with only their rows timed within `[first, last]`; a series
+/// left without rows is dropped.
+fn rows_within(series: Vec<Series>, first: i64, last: i64) -> Vec<Series> {
+    series
+        .into_iter()
+        .filter_map(|mut s| {
+            s.values.retain(|row| match row.first() {
+                Some(Value::Time(t)) => (first..=last).contains(t),
+                _ => true,
+            });
+            (!s.values.is_empty()).then_some(s)
+        })
+        .collect()
 }
 
 fn row_has_field(b: &RecordBatch, row: usize, slots: &[Slot]) -> bool {
@@ -645,4 +678,29 @@ fn row_has_field(b: &RecordBatch, row: usize, slots: &[Slot]) -> bool {
                 .index_of(&format!("s{i}"))
                 .is_ok_and(|c| !value_at(b.column(c), row).is_null())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_read_back_for_a_transformation_are_not_shown() {
+        let series = |times: &[i64]| Series {
+            name: "cpu".into(),
+            tags: BTreeMap::new(),
+            columns: vec!["time".into(), "v".into()],
+            values: times
+                .iter()
+                .map(|t| vec![Value::Time(*t), Value::Null])
+                .collect(),
+            partial: false,
+        };
+        let out = rows_within(vec![series(&[-60, 0, 60]), series(&[-60])], 0, i64::MAX);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].values.len(), 2);
+        assert_eq!(out[0].values[0][0], Value::Time(0));
+        let out = rows_within(vec![series(&[0, 60, 120])], i64::MIN, 60);
+        assert_eq!(out[0].values.len(), 2);
+    }
 }
