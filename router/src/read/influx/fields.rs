@@ -80,12 +80,15 @@ impl Planned {
 /// Expands `*` and regex field lists against the schema and reads each
 /// field into a plan over value slots. `tag_keys` are the tags `*` shows:
 /// the measurement's, less those the statement groups by (InfluxDB puts
-/// those in the series' `tags`).
+/// those in the series' `tags`). `alone`: the statement reads this one
+/// measurement, so selecting only its tags is an error; beside others
+/// (`FROM cpu, gpu`, `FROM /re/`) such a measurement adds no series.
 pub(super) fn plan_fields(
     fields: &[Field],
     schema: &Schema,
     tag_keys: &BTreeSet<String>,
     interval: Option<i64>,
+    alone: bool,
 ) -> StmtResult<Planned> {
     let has_call = fields.iter().any(|f| contains_call(&f.expr));
     let mut expanded: Vec<Field> = Vec::new();
@@ -137,7 +140,9 @@ pub(super) fn plan_fields(
             _ => expanded.push(f.clone()),
         }
     }
-    plan_expanded(expanded, schema, tag_keys, interval)
+    let none = BTreeSet::new();
+    let refused_tags = if alone { tag_keys } else { &none };
+    plan_expanded(expanded, schema, refused_tags, interval)
 }
 
 /// Slots are shared: a value read once feeds every plan that needs it.
@@ -451,7 +456,7 @@ mod tests {
             panic!("not a select");
         };
         let tags: BTreeSet<String> = tags.iter().map(|t| t.to_string()).collect();
-        let planned = plan_fields(&s.fields, schema, &tags, None).unwrap();
+        let planned = plan_fields(&s.fields, schema, &tags, None, true).unwrap();
         planned.fields.iter().map(|f| f.expr.to_string()).collect()
     }
 
@@ -486,6 +491,7 @@ mod tests {
             schema,
             &BTreeSet::from(["host".to_string()]),
             None,
+            true,
         )
     }
 
@@ -552,6 +558,18 @@ mod tests {
             plan("SELECT host FROM m", &s).err().unwrap(),
             "statement must have at least one field in select clause"
         );
+        // Beside other measurements, one where the name is a tag adds no
+        // series (`SELECT value FROM cpu, gpu`, gpu's `value` a tag).
+        let shardhouse_influxql::Statement::Select(q) =
+            shardhouse_influxql::parse_statement("SELECT host FROM m, n").unwrap()
+        else {
+            panic!("not a select");
+        };
+        let tags = BTreeSet::from(["host".to_string()]);
+        assert!(plan_fields(&q.fields, &s, &tags, None, false)
+            .unwrap()
+            .plans
+            .is_empty());
         // A name that is neither a field nor a tag: no series, no error
         // (InfluxDB's answer to `SELECT idontexist FROM cpu`).
         for q in [

@@ -63,7 +63,8 @@ pub async fn run(ctx: &Ctx<'_>, stmt: &SelectStatement) -> StmtResult<Vec<Series
     };
     let mut out = Vec::new();
     for (database, measurement) in &pairs {
-        let mut series = one_measurement(ctx, stmt, database, measurement).await?;
+        let alone = pairs.len() == 1;
+        let mut series = one_measurement(ctx, stmt, database, measurement, alone).await?;
         out.append(&mut series);
     }
     if pairs.iter().any(|(d, _)| *d != pairs[0].0) {
@@ -187,11 +188,14 @@ pub(crate) async fn database_exists(ctx: &Ctx<'_>, database: &str) -> StmtResult
     Ok(listed.iter().any(|d| d.name == database))
 }
 
+/// `alone`: the statement reads no other measurement (see
+/// [`plan_fields`]).
 async fn one_measurement(
     ctx: &Ctx<'_>,
     stmt: &SelectStatement,
     database: &str,
     measurement: &str,
+    alone: bool,
 ) -> StmtResult<Vec<Series>> {
     let schema = schema(ctx, database, measurement).await?;
     let is_field = |n: &str| schema.fields.contains_key(n);
@@ -331,7 +335,7 @@ async fn one_measurement(
         .difference(&dims.iter().cloned().collect())
         .cloned()
         .collect();
-    let planned = plan_fields(&stmt.fields, &schema, &shown_tags, duration)?;
+    let planned = plan_fields(&stmt.fields, &schema, &shown_tags, duration, alone)?;
     super::fields::check_top_limit(&stmt.fields, stmt.limit)?;
     if planned.plans.is_empty() {
         return Ok(Vec::new());
