@@ -412,6 +412,12 @@ async fn one_measurement(
                 sqlgen::condition_sql(e, &resolve)?,
                 shardhouse_common::names::sql_ident(&format!("s{i}"))
             ));
+            if let Some(any) = sqlgen::any_field_sql(e, &resolve) {
+                columns.push(format!(
+                    "{any} AS {}",
+                    shardhouse_common::names::sql_ident(&format!("p{i}"))
+                ));
+            }
         }
         let resolve_condition = |v: &VarRef| {
             if sqlgen::is_tag_ref(v, &is_field) {
@@ -624,7 +630,10 @@ async fn one_measurement(
                             continue;
                         }
                         let value = slot_value(b, row, *slot, sid);
-                        if value.is_null() {
+                        // Arithmetic is null on a point that lacks one of
+                        // its fields, and InfluxDB still shows that row.
+                        if value.is_null() && (transform.is_some() || !has_any_field(b, row, *slot))
+                        {
                             continue;
                         }
                         raw.entry(group_key(measurement, tags_of(sid), &dims))
@@ -673,6 +682,19 @@ fn rows_within(series: Vec<Series>, first: i64, last: i64) -> Vec<Series> {
             (!s.values.is_empty()).then_some(s)
         })
         .collect()
+}
+
+/// Whether the point has one of the fields of arithmetic slot `slot`
+/// (its `p{slot}` column, see [`sqlgen::any_field_sql`]).
+fn has_any_field(b: &RecordBatch, row: usize, slot: usize) -> bool {
+    b.schema()
+        .index_of(&format!("p{slot}"))
+        .is_ok_and(|c| match value_at(b.column(c), row) {
+            Value::Bool(v) => v,
+            Value::Int(v) => v != 0,
+            Value::UInt(v) => v != 0,
+            _ => false,
+        })
 }
 
 fn row_has_field(b: &RecordBatch, row: usize, slots: &[Slot]) -> bool {

@@ -289,6 +289,35 @@ pub fn untyped_tag_comparisons(
     }
 }
 
+/// For arithmetic over fields (`f1 + f2`): SQL true when the point has
+/// any of them, so a point missing one still has its (null) row, as in
+/// InfluxDB. `None` for a lone field or an expression of no field.
+pub fn any_field_sql(expr: &Expr, resolve: &dyn Fn(&VarRef) -> Ref) -> Option<String> {
+    fn refs<'a>(e: &'a Expr, out: &mut Vec<&'a VarRef>) {
+        match e {
+            Expr::VarRef(v) => out.push(v),
+            Expr::Binary { lhs, rhs, .. } => {
+                refs(lhs, out);
+                refs(rhs, out);
+            }
+            _ => {}
+        }
+    }
+    if matches!(expr, Expr::VarRef(_)) {
+        return None;
+    }
+    let mut found = Vec::new();
+    refs(expr, &mut found);
+    let present: Vec<String> = found
+        .into_iter()
+        .map(|v| {
+            let column = condition_sql(&Expr::VarRef(v.clone()), resolve).unwrap_or_default();
+            format!("{column} IS NOT NULL")
+        })
+        .collect();
+    (!present.is_empty()).then(|| format!("({})", present.join(" OR ")))
+}
+
 /// Whether a name is a tag under the query's schema: `::tag` says so,
 /// `::field` (or another field type) says not; otherwise it is a tag
 /// unless the measurement has a field of that name (a field wins, as in
@@ -422,6 +451,18 @@ mod tests {
              ANY LEFT JOIN (SELECT series_id, tags AS `__tags` FROM _series WHERE measurement = 'w') AS `__series` USING (series_id) \
              WHERE (((`__tags`['tennant'] = 'paul') OR (`foo` = 'bar')))"
         );
+    }
+
+    #[test]
+    fn arithmetic_rows_need_one_of_their_fields() {
+        let Statement::Select(s) = parse_statement("SELECT v + gone * 2, v, 1 + 2 FROM m").unwrap()
+        else {
+            unreachable!()
+        };
+        let sql = |i: usize| any_field_sql(&s.fields[i].expr, &resolve);
+        assert_eq!(sql(0).unwrap(), "(`v` IS NOT NULL OR NULL IS NOT NULL)");
+        assert_eq!(sql(1), None);
+        assert_eq!(sql(2), None);
     }
 
     #[test]

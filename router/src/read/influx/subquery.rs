@@ -149,7 +149,9 @@ pub fn evaluate(outer: &SelectStatement, inner: Vec<Series>, now: i64) -> StmtRe
             read.end += lookback;
         }
     }
-    let points_of = |column: &str| -> Vec<SeriesPoint> {
+    // An aggregate reads the non-null values; a raw column is every inner
+    // row, null or not (InfluxDB emits a row per inner row).
+    let points_of = |column: &str, keep_nulls: bool| -> Vec<SeriesPoint> {
         let mut out = Vec::new();
         for s in &inner {
             let Some(c) = s.columns.iter().position(|n| n == column) else {
@@ -159,7 +161,7 @@ pub fn evaluate(outer: &SelectStatement, inner: Vec<Series>, now: i64) -> StmtRe
                 let (Some(Value::Time(t)), Some(v)) = (row.first(), row.get(c)) else {
                     continue;
                 };
-                if v.is_null() || !read.contains(*t) {
+                if (v.is_null() && !keep_nulls) || !read.contains(*t) {
                     continue;
                 }
                 out.push(SeriesPoint {
@@ -179,7 +181,8 @@ pub fn evaluate(outer: &SelectStatement, inner: Vec<Series>, now: i64) -> StmtRe
     };
     let mut gathered = Vec::with_capacity(plans.len());
     for (source, transform, column) in &plans {
-        let points = points_of(column);
+        let keep_nulls = matches!(source, Source::Raw) && transform.is_none();
+        let points = points_of(column, keep_nulls);
         gathered.push(match source {
             Source::Aggregate(agg) => {
                 let mut groups = Groups::new();
@@ -238,6 +241,42 @@ mod tests {
                 .collect(),
             partial: false,
         }
+    }
+
+    #[test]
+    fn a_raw_outer_column_keeps_the_inner_rows_nulls() {
+        // SELECT f1 + f2 AS sum FROM m: null where a point lacks a field.
+        let inner = vec![Series {
+            name: "m".into(),
+            tags: BTreeMap::new(),
+            columns: vec!["time".into(), "sum".into()],
+            values: vec![
+                vec![Value::Time(1), Value::Null],
+                vec![Value::Time(2), Value::Float(14.0)],
+            ],
+            partial: false,
+        }];
+        let out = evaluate(
+            &select("SELECT sum FROM (SELECT f1 + f2 AS sum FROM m)"),
+            inner.clone(),
+            0,
+        )
+        .unwrap();
+        assert_eq!(
+            out[0].values,
+            vec![
+                vec![Value::Time(1), Value::Null],
+                vec![Value::Time(2), Value::Float(14.0)]
+            ]
+        );
+        // An aggregate reads the values only.
+        let out = evaluate(
+            &select("SELECT count(sum) FROM (SELECT f1 + f2 AS sum FROM m)"),
+            inner,
+            0,
+        )
+        .unwrap();
+        assert_eq!(out[0].values[0][1], Value::Int(1));
     }
 
     #[test]
