@@ -465,6 +465,13 @@ impl Inner {
                             layout::literal(&id)
                         ))?;
                         dropped += 1;
+                        // A dropped day no longer holds duplicates.
+                        if let Some(t) = st
+                            .lock_rewrites()
+                            .get_mut(&crate::layout::TableId::new(&name, table))
+                        {
+                            t.forget_partition(&id);
+                        }
                         crate::metrics::RETENTION_PARTITIONS_DROPPED.inc();
                         tracing::info!(shard = st.shard(), database = %name, table = %table, partition = %id,
                             "retention dropped an expired day");
@@ -490,7 +497,7 @@ pub fn expired_before(now_ns: i64, retention_ns: i64) -> String {
 
 /// Days since 1970-01-01 to (year, month, day), proleptic Gregorian
 /// (Howard Hinnant's algorithm).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
+pub(crate) fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);

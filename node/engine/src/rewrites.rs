@@ -72,10 +72,23 @@ impl TableRewrites {
         }
     }
 
+    /// Forgets a partition that was dropped (retention): whatever it held
+    /// is gone.
+    pub(crate) fn forget_partition(&mut self, partition_id: &str) {
+        self.untracked.remove(partition_id);
+        self.dirty.retain(|day| partition_id_of(*day) != partition_id);
+    }
+
     /// Whether a read must collapse duplicates (`FINAL`).
     pub(crate) fn needs_final(&self) -> bool {
         !self.untracked.is_empty() || !self.dirty.is_empty()
     }
+}
+
+/// The engine's partition id (`YYYYMMDD`, UTC) of a day since the epoch.
+fn partition_id_of(day: i64) -> String {
+    let (y, m, d) = crate::ops::civil_from_days(day);
+    format!("{y:04}{m:02}{d:02}")
 }
 
 /// `sql` without `FINAL` after `FROM <table>` for every table `clean`
@@ -152,9 +165,15 @@ mod tests {
     }
 
     #[test]
-    fn partitions_from_before_tracking_keep_final() {
-        let t = TableRewrites::new(["20261127".to_string()]);
+    fn partitions_from_before_tracking_keep_final_until_dropped() {
+        let mut t = TableRewrites::new(["20261127".to_string()]);
         assert!(t.needs_final());
+        // 2026-11-26 is day 20,783 since the epoch.
+        t.note([(1, 20_783 * DAY + 5), (1, 20_783 * DAY + 5)]);
+        t.forget_partition("20261127");
+        assert!(t.needs_final(), "the dirty day is another one");
+        t.forget_partition("20261126");
+        assert!(!t.needs_final());
     }
 
     #[test]
