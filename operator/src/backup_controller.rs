@@ -28,8 +28,6 @@ use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 use shardhouse_common::credential::ClusterToken;
 use std::collections::{BTreeMap, BTreeSet};
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -407,48 +405,21 @@ async fn backup_and_prune(
         parallel_shards: b.spec.parallel_shards.max(1) as usize,
         jobs: b.spec.jobs.max(1),
     };
-    let url = b.spec.destination.clone();
-    let keep = b.spec.retention.as_ref().map(|r| r.keep as usize);
-    let ((m, kept), log) = off_thread(move |out| {
-        Box::pin(async move {
-            let m = backup::create(&mut meta, &url, None, &knobs, out)
-                .await
-                .map_err(|e| format!("{e:#}"))?;
-            // The backup is complete either way: a failed retention pass is
-            // reported, not a reason to take the backup again.
-            let kept = match keep {
-                Some(keep) => backup::delete(&url, &[], Some(keep), out)
-                    .await
-                    .map(|plan| plan.keep_backups)
-                    .map_err(|e| format!("{e:#}")),
-                None => Ok(Vec::new()),
-            };
-            Ok((m, kept))
-        })
-    })
-    .await?;
-    Ok((m, kept, log))
-}
-
-/// The future of a library call that writes its progress lines to `out`.
-type Call<'a, T> = Pin<Box<dyn Future<Output = Result<T, String>> + 'a>>;
-
-/// Runs a library call (which writes its lines to a `&mut dyn Write`, not
-/// `Send`) on a blocking thread, so that the reconcile future stays
-/// `Send`; returns its result and its lines.
-async fn off_thread<T, F>(call: F) -> Result<(T, String), String>
-where
-    T: Send + 'static,
-    F: for<'a> FnOnce(&'a mut Vec<u8>) -> Call<'a, T> + Send + 'static,
-{
-    let rt = tokio::runtime::Handle::current();
-    tokio::task::spawn_blocking(move || {
-        let mut out = Vec::new();
-        let r = rt.block_on(call(&mut out));
-        r.map(|v| (v, String::from_utf8_lossy(&out).into_owned()))
-    })
-    .await
-    .map_err(|e| format!("the backup task ended abnormally: {e}"))?
+    let url = &b.spec.destination;
+    let mut out = Vec::new();
+    let m = backup::create(&mut meta, url, None, &knobs, &mut out)
+        .await
+        .map_err(|e| format!("{e:#}"))?;
+    // The backup is complete either way: a failed retention pass is
+    // reported, not a reason to take the backup again.
+    let kept = match b.spec.retention.as_ref() {
+        Some(r) => backup::delete(url, &[], Some(r.keep as usize), &mut out)
+            .await
+            .map(|plan| plan.keep_backups)
+            .map_err(|e| format!("{e:#}")),
+        None => Ok(Vec::new()),
+    };
+    Ok((m, kept, String::from_utf8_lossy(&out).into_owned()))
 }
 
 /// How a status write relates to the object it was computed from.
@@ -648,16 +619,18 @@ async fn restore(
         parallel_shards: r.spec.parallel_shards.max(1) as usize,
         jobs: r.spec.jobs.max(1),
     };
-    let (url, id) = (r.spec.source.clone(), r.spec.backup_id.clone());
+    let mut out = Vec::new();
     // The library refuses a cluster that holds any database.
-    off_thread(move |out| {
-        Box::pin(async move {
-            backup::restore(&mut meta, &url, id, &knobs, out)
-                .await
-                .map_err(|e| format!("{e:#}"))
-        })
-    })
+    let m = backup::restore(
+        &mut meta,
+        &r.spec.source,
+        r.spec.backup_id.clone(),
+        &knobs,
+        &mut out,
+    )
     .await
+    .map_err(|e| format!("{e:#}"))?;
+    Ok((m, String::from_utf8_lossy(&out).into_owned()))
 }
 
 async fn write_restore_status(
