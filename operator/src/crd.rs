@@ -253,6 +253,13 @@ pub struct NodeSpec {
     /// at least `replicas` workers); `None` sets no rule.
     #[serde(default)]
     pub anti_affinity: AntiAffinity,
+    /// A Secret whose keys become environment variables of every node pod
+    /// (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, optionally
+    /// `AWS_SESSION_TOKEN`, `AWS_REGION`): each node uploads its shards'
+    /// files to the backup destination itself, so an S3 backup (a
+    /// `ShardhouseBackup`, `shardhouse-ctl backup create`) needs them there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup_credentials_secret: Option<String>,
 }
 
 /// Scheduling rule between node pods.

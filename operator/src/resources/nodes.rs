@@ -96,6 +96,11 @@ pub fn node_statefulset(c: &ShardhouseCluster, replicas: i32) -> StatefulSet {
     }
     let doors = node_mounts(c);
     env.extend(doors.env);
+    // Backup credentials: the nodes write to the destination themselves.
+    let mut env_from = vec![json!({"configMapRef": {"name": config_name(c)}})];
+    if let Some(secret) = &n.backup_credentials_secret {
+        env_from.push(json!({"secretRef": {"name": secret}}));
+    }
     let mut volume_mounts = vec![json!({"name": "data", "mountPath": NODE_DATA_DIR})];
     volume_mounts.extend(doors.mounts);
     let mut spread = vec![];
@@ -145,7 +150,7 @@ pub fn node_statefulset(c: &ShardhouseCluster, replicas: i32) -> StatefulSet {
                         "image": c.spec.image.node(),
                         "imagePullPolicy": c.spec.image.pull_policy,
                         "command": ["/bin/sh", "-c", script],
-                        "envFrom": [{"configMapRef": {"name": config_name(c)}}],
+                        "envFrom": env_from,
                         "env": env,
                         "ports": [
                             {"name": "grpc", "containerPort": NODE_GRPC_PORT},

@@ -17,6 +17,7 @@ pub fn cluster(name: &str) -> ShardhouseCluster {
                 },
                 resources: None,
                 anti_affinity: AntiAffinity::Preferred,
+                backup_credentials_secret: None,
             },
             routers: RouterSpec::default(),
             shard_count: 16,
@@ -86,6 +87,25 @@ fn node_statefulset_follows_spec_and_decision() {
     // Scaling must not change the pod template (it would roll pods).
     let d3 = desired(&c, &decisions(3));
     assert_eq!(d3.nodes.spec.unwrap().template, spec.template);
+}
+
+#[test]
+fn backup_credentials_reach_the_node_pods_only_when_named() {
+    let secret_refs = |c: &ShardhouseCluster| -> Vec<String> {
+        let d = desired(c, &decisions(3));
+        let pod = d.nodes.spec.unwrap().template.spec.unwrap();
+        pod.containers[0]
+            .env_from
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|e| e.secret_ref.map(|s| s.name))
+            .collect()
+    };
+    let mut c = cluster("bk");
+    assert!(secret_refs(&c).is_empty());
+    c.spec.nodes.backup_credentials_secret = Some("s3-creds".into());
+    assert_eq!(secret_refs(&c), ["s3-creds"]);
 }
 
 #[test]
