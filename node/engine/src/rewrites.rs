@@ -76,7 +76,8 @@ impl TableRewrites {
     /// is gone.
     pub(crate) fn forget_partition(&mut self, partition_id: &str) {
         self.untracked.remove(partition_id);
-        self.dirty.retain(|day| partition_id_of(*day) != partition_id);
+        self.dirty
+            .retain(|day| partition_id_of(*day) != partition_id);
     }
 
     /// Whether a read must collapse duplicates (`FINAL`).
