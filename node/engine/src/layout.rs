@@ -444,3 +444,25 @@ pub fn create_database(db: &str, name: &str) -> Vec<String> {
 
 #[cfg(test)]
 mod tests;
+
+/// The partition id (`YYYYMMDD`, UTC) of a day counted from the Unix
+/// epoch: the fact tables' `toYYYYMMDD(time)`.
+pub fn partition_id_of_day(day: i64) -> String {
+    let (y, m, d) = civil_from_days(day);
+    format!("{y:04}{m:02}{d:02}")
+}
+
+/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian
+/// (Howard Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}

@@ -490,24 +490,7 @@ pub fn expired_before(now_ns: i64, retention_ns: i64) -> String {
     let cutoff_s = now_ns
         .saturating_sub(retention_ns)
         .div_euclid(1_000_000_000);
-    let days = cutoff_s.div_euclid(86_400);
-    let (y, m, d) = civil_from_days(days);
-    format!("{y:04}{m:02}{d:02}")
-}
-
-/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian
-/// (Howard Hinnant's algorithm).
-pub(crate) fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
+    layout::partition_id_of_day(cutoff_s.div_euclid(86_400))
 }
 
 #[cfg(test)]
@@ -552,8 +535,8 @@ mod tests {
         let now = 1_710_072_000i64 * 1_000_000_000;
         assert_eq!(expired_before(now, 86_400 * 1_000_000_000), "20240309");
         assert_eq!(expired_before(0, 0), "19700101");
-        assert_eq!(civil_from_days(-1), (1969, 12, 31));
-        assert_eq!(civil_from_days(19_782), (2024, 2, 29));
+        assert_eq!(layout::partition_id_of_day(-1), "19691231");
+        assert_eq!(layout::partition_id_of_day(19_782), "20240229");
     }
 
     #[test]

@@ -77,19 +77,13 @@ impl TableRewrites {
     pub(crate) fn forget_partition(&mut self, partition_id: &str) {
         self.untracked.remove(partition_id);
         self.dirty
-            .retain(|day| partition_id_of(*day) != partition_id);
+            .retain(|day| crate::layout::partition_id_of_day(*day) != partition_id);
     }
 
     /// Whether a read must collapse duplicates (`FINAL`).
     pub(crate) fn needs_final(&self) -> bool {
         !self.untracked.is_empty() || !self.dirty.is_empty()
     }
-}
-
-/// The engine's partition id (`YYYYMMDD`, UTC) of a day since the epoch.
-fn partition_id_of(day: i64) -> String {
-    let (y, m, d) = crate::ops::civil_from_days(day);
-    format!("{y:04}{m:02}{d:02}")
 }
 
 /// `sql` without `FINAL` after `FROM <table>` for every table `clean`
