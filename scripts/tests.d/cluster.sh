@@ -42,8 +42,11 @@ ROUTER="http://127.0.0.1:$SHARDHOUSE_ROUTER_HTTP_PORT"
 start_cluster() {
   # Job control gives the background script its own process group and keeps
   # SIGINT deliverable to it (non-interactive shells ignore SIGINT in `&` jobs).
+  # `env --default-signal=INT` also undoes an ignored SIGINT inherited from
+  # whatever started `make test` (a shell cannot trap a signal ignored on
+  # entry, so Ctrl-C would never reach run-local.sh's trap).
   set -m
-  scripts/run-local.sh >"$TMP/run.out" 2>&1 &
+  env --default-signal=INT scripts/run-local.sh >"$TMP/run.out" 2>&1 &
   RUN_PID=$!
   set +m
   local deadline=$((SECONDS + 300))
