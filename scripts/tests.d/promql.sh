@@ -74,16 +74,22 @@ remote_write:
   - url: $ROUTER/api/v1/prom/write
     queue_config: {batch_send_deadline: 1s, min_backoff: 100ms, max_backoff: 1s}
 YAML
-prometheus --config.file="$TMP/prometheus.yml" --storage.tsdb.path="$TMP/prom" \
-  --web.listen-address="127.0.0.1:$PROM_PORT" --log.level=warn >"$TMP/prometheus.log" 2>&1 &
-PROM_PID=$!
+# start_prometheus NAME PORT: runs Prometheus with $TMP/NAME.yml, its TSDB
+# in $TMP/NAME, on PORT; sets STARTED_PID once it answers /-/ready.
+start_prometheus() {
+  local name=$1 port=$2 deadline=$((SECONDS + 60))
+  prometheus --config.file="$TMP/$name.yml" --storage.tsdb.path="$TMP/$name" \
+    --web.listen-address="127.0.0.1:$port" --log.level=warn >"$TMP/$name.log" 2>&1 &
+  STARTED_PID=$!
+  until curl -fsS -m 2 "http://127.0.0.1:$port/-/ready" >/dev/null 2>&1; do
+    kill -0 "$STARTED_PID" 2>/dev/null || { cat "$TMP/$name.log" >&2; fail "prometheus ($name) exited"; }
+    ((SECONDS < deadline)) || fail "prometheus ($name) not ready after 60 s"
+    sleep 0.5
+  done
+}
+start_prometheus prometheus "$PROM_PORT"
+PROM_PID=$STARTED_PID
 PROM="http://127.0.0.1:$PROM_PORT"
-deadline=$((SECONDS + 60))
-until curl -fsS -m 2 "$PROM/-/ready" >/dev/null 2>&1; do
-  kill -0 "$PROM_PID" 2>/dev/null || { cat "$TMP/prometheus.log" >&2; fail "prometheus exited"; }
-  ((SECONDS < deadline)) || fail "prometheus not ready after 60 s"
-  sleep 0.5
-done
 echo "reference: $PROM_VERSION; scraping for ${SCRAPE_SECONDS}s"
 START=$(date +%s)
 sleep "$SCRAPE_SECONDS"
@@ -120,16 +126,9 @@ remote_read:
   - url: $ROUTER/api/v1/read
     read_recent: true
 YAML
-prometheus --config.file="$TMP/reader.yml" --storage.tsdb.path="$TMP/reader" \
-  --web.listen-address="127.0.0.1:$READER_PORT" --log.level=warn >"$TMP/reader.log" 2>&1 &
-READER_PID=$!
+start_prometheus reader "$READER_PORT"
+READER_PID=$STARTED_PID
 READER="http://127.0.0.1:$READER_PORT"
-deadline=$((SECONDS + 60))
-until curl -fsS -m 2 "$READER/-/ready" >/dev/null 2>&1; do
-  kill -0 "$READER_PID" 2>/dev/null || { cat "$TMP/reader.log" >&2; fail "the remote_read prometheus exited"; }
-  ((SECONDS < deadline)) || fail "the remote_read prometheus not ready after 60 s"
-  sleep 0.5
-done
 grep -v '^#' scripts/promql/queries.txt | head -n 20 >"$TMP/read-queries.txt"
 python3 scripts/promql/compare.py "$PROM" "$READER" "$TMP/read-queries.txt" "$BEGIN" "$END" 10 |
   tee "$TMP/compare-read.out"
