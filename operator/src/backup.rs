@@ -82,19 +82,29 @@ fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-/// Replicas to back a shard up from, best first: its leader (caught up by
-/// definition), then the other live replicas.
-pub fn backup_sources(map: &ShardMap, live: &BTreeMap<u64, NodeInfo>) -> Vec<(u32, Vec<u64>)> {
+/// Replicas to back a shard up from, best first: the replica that took the
+/// base backup of the shard (its parts are already at the destination;
+/// another replica's parts are merged differently and would all be new),
+/// then its leader, then the other live replicas. Any replica is correct:
+/// the node waits for a read index before it freezes its parts.
+pub fn backup_sources(
+    map: &ShardMap,
+    live: &BTreeMap<u64, NodeInfo>,
+    base: Option<&Manifest>,
+) -> Vec<(u32, Vec<u64>)> {
     map.shards
         .iter()
         .map(|p| {
+            let base_node = base
+                .and_then(|b| b.shards.iter().find(|s| s.shard == p.shard))
+                .map(|s| s.node_id);
             let mut nodes: Vec<u64> = p
                 .replicas
                 .iter()
                 .copied()
                 .filter(|n| live.contains_key(n))
                 .collect();
-            nodes.sort_by_key(|n| (*n != p.leader_hint, *n));
+            nodes.sort_by_key(|n| (Some(*n) != base_node, *n != p.leader_hint, *n));
             (p.shard, nodes)
         })
         .collect()
@@ -293,7 +303,7 @@ pub async fn create_with(
     }
     let t0 = Instant::now();
     let token = meta.node_token.clone();
-    let sources = backup_sources(&map, &live);
+    let sources = backup_sources(&map, &live, base.as_ref());
     let mut calls = futures::stream::iter(sources)
         .map(|(shard, nodes)| {
             let (live, token, id) = (&live, token.clone(), id.clone());
@@ -765,8 +775,53 @@ mod tests {
         };
         let live: BTreeMap<u64, NodeInfo> = [1, 3].into_iter().map(|i| (i, node(i))).collect();
         assert_eq!(
-            backup_sources(&map, &live),
+            backup_sources(&map, &live, None),
             [(0, vec![3, 1]), (1, vec![1, 3])]
+        );
+    }
+
+    #[test]
+    fn the_replica_of_the_base_backup_is_asked_first_while_it_lives() {
+        let placement = |shard, leader_hint| ShardPlacement {
+            shard,
+            replicas: vec![1, 2, 3],
+            learners: vec![],
+            leader_hint,
+        };
+        let map = ShardMap {
+            epoch: 1,
+            shard_count: 2,
+            replication_factor: 3,
+            shards: vec![placement(0, 3), placement(1, 3)],
+            nodes: BTreeMap::new(),
+        };
+        let shard = |shard, node_id| ShardManifest {
+            shard,
+            node_id,
+            commit_index: 9,
+            flushed_index: 9,
+            databases: vec![],
+            tables: vec![],
+            stats: Stats::default(),
+        };
+        let base = Manifest {
+            format: shardhouse_backup::manifest::FORMAT,
+            id: "b1".into(),
+            cluster: "c".into(),
+            started_ms: 1,
+            finished_ms: 2,
+            shard_count: 2,
+            replication_factor: 3,
+            shard_map: serde_json::Value::Null,
+            shards: vec![shard(0, 2), shard(1, 1)],
+            stats: Stats::default(),
+        };
+        let live: BTreeMap<u64, NodeInfo> = [2, 3].into_iter().map(|i| (i, node(i))).collect();
+        // Shard 0's base replica (2) lives and comes before the leader (3);
+        // shard 1's (1) is gone, so its leader is first.
+        assert_eq!(
+            backup_sources(&map, &live, Some(&base)),
+            [(0, vec![2, 3]), (1, vec![3, 2])]
         );
     }
 }
