@@ -149,24 +149,9 @@ pub fn lex(q: &str) -> Result<Vec<Token>, String> {
                 continue;
             }
             b'\'' | b'"' | b'`' => {
-                let Some(end) = quoted_end(b, i) else {
-                    let what = match c {
-                        b'\'' => "string",
-                        b'"' => "double-quoted identifier",
-                        _ => "backquoted identifier",
-                    };
-                    return Err(format!(
-                        "unterminated {what} starting at {}",
-                        at_pos(q, start)
-                    ));
-                };
-                let kind = if c == b'\'' {
-                    Kind::Str
-                } else {
-                    Kind::QuotedIdent
-                };
-                out.push(Token { kind, start, end });
-                i = end;
+                let token = quoted(q, start)?;
+                i = token.end;
+                out.push(token);
             }
             b'-' if next == Some(b'-') => {
                 if exponent_before(b, i) {
@@ -179,28 +164,7 @@ pub fn lex(q: &str) -> Result<Vec<Token>, String> {
                 i = line_end(i);
             }
             b'/' if next == Some(b'/') => i = line_end(i),
-            b'/' if next == Some(b'*') => {
-                // Nested, as in ClickHouse.
-                let mut depth = 1usize;
-                i += 2;
-                while depth > 0 {
-                    if i + 1 >= n {
-                        return Err(format!(
-                            "unterminated `/*` comment starting at {}",
-                            at_pos(q, start)
-                        ));
-                    }
-                    if b[i] == b'/' && b[i + 1] == b'*' {
-                        depth += 1;
-                        i += 2;
-                    } else if b[i] == b'*' && b[i + 1] == b'/' {
-                        depth -= 1;
-                        i += 2;
-                    } else {
-                        i += 1;
-                    }
-                }
-            }
+            b'/' if next == Some(b'*') => i = block_comment_end(q, start)?,
             b'#' => {
                 if matches!(next, Some(b' ' | b'!')) {
                     i = line_end(i);
@@ -228,31 +192,9 @@ pub fn lex(q: &str) -> Result<Vec<Token>, String> {
                 i += 1;
             }
             b'x' | b'X' | b'b' | b'B' if next == Some(b'\'') => {
-                // x'4142' / b'0101': ClickHouse reads digits up to a quote.
-                let hex = matches!(c, b'x' | b'X');
-                let mut j = i + 2;
-                while j < n
-                    && (if hex {
-                        b[j].is_ascii_hexdigit()
-                    } else {
-                        matches!(b[j], b'0' | b'1')
-                    })
-                {
-                    j += 1;
-                }
-                if b.get(j) != Some(&b'\'') {
-                    return Err(format!(
-                        "invalid or unterminated {} string literal at {}",
-                        if hex { "hex" } else { "binary" },
-                        at_pos(q, start)
-                    ));
-                }
-                out.push(Token {
-                    kind: Kind::Str,
-                    start,
-                    end: j + 1,
-                });
-                i = j + 1;
+                let token = digits_string(q, start)?;
+                i = token.end;
+                out.push(token);
             }
             c if is_word(c) => {
                 while i < n && is_word(b[i]) {
@@ -279,6 +221,83 @@ pub fn lex(q: &str) -> Result<Vec<Token>, String> {
         }
     }
     Ok(out)
+}
+
+/// The string or quoted identifier whose quote is at `q[start]`.
+fn quoted(q: &str, start: usize) -> Result<Token, String> {
+    let c = q.as_bytes()[start];
+    let Some(end) = quoted_end(q.as_bytes(), start) else {
+        let what = match c {
+            b'\'' => "string",
+            b'"' => "double-quoted identifier",
+            _ => "backquoted identifier",
+        };
+        return Err(format!(
+            "unterminated {what} starting at {}",
+            at_pos(q, start)
+        ));
+    };
+    let kind = if c == b'\'' {
+        Kind::Str
+    } else {
+        Kind::QuotedIdent
+    };
+    Ok(Token { kind, start, end })
+}
+
+/// The index just after the `/* */` comment opening at `q[start]`
+/// (nested, as in ClickHouse).
+fn block_comment_end(q: &str, start: usize) -> Result<usize, String> {
+    let b = q.as_bytes();
+    let mut depth = 1usize;
+    let mut i = start + 2;
+    while depth > 0 {
+        if i + 1 >= b.len() {
+            return Err(format!(
+                "unterminated `/*` comment starting at {}",
+                at_pos(q, start)
+            ));
+        }
+        if b[i] == b'/' && b[i + 1] == b'*' {
+            depth += 1;
+            i += 2;
+        } else if b[i] == b'*' && b[i + 1] == b'/' {
+            depth -= 1;
+            i += 2;
+        } else {
+            i += 1;
+        }
+    }
+    Ok(i)
+}
+
+/// The `x'4142'` or `b'0101'` literal at `q[start]`: ClickHouse reads
+/// digits up to a quote.
+fn digits_string(q: &str, start: usize) -> Result<Token, String> {
+    let b = q.as_bytes();
+    let hex = matches!(b[start], b'x' | b'X');
+    let mut j = start + 2;
+    while j < b.len()
+        && (if hex {
+            b[j].is_ascii_hexdigit()
+        } else {
+            matches!(b[j], b'0' | b'1')
+        })
+    {
+        j += 1;
+    }
+    if b.get(j) != Some(&b'\'') {
+        return Err(format!(
+            "invalid or unterminated {} string literal at {}",
+            if hex { "hex" } else { "binary" },
+            at_pos(q, start)
+        ));
+    }
+    Ok(Token {
+        kind: Kind::Str,
+        start,
+        end: j + 1,
+    })
 }
 
 /// Index of the next `\n` at or after `from`, or the end.

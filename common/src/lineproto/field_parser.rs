@@ -177,19 +177,14 @@ impl FieldParser {
         // Whether every key so far was the layout's key at its position.
         let mut as_layout = true;
         loop {
-            let k_start = pos;
             let known = if as_layout {
-                layout.key(self.fields.len()).filter(|k| {
-                    let end = pos + k.len();
-                    end < n && input[end] == b'=' && same_bytes(&input[pos..end], k)
-                })
+                layout_key_at(input, pos, layout, self.fields.len())
             } else {
                 None
             };
-            if let Some(k) = known {
+            if let Some(eq) = known {
                 // The layout's key, followed by '=': exactly what the scan
                 // below would find, and checked before.
-                let eq = pos + k.len();
                 let key = Text::Input(pos as u32, eq as u32);
                 let (value, v_end) = self.parse_value(input, key, eq + 1)?;
                 self.fields.push((key, value));
@@ -205,50 +200,11 @@ impl FieldParser {
                 }
             }
             as_layout = false;
-            // Key: up to an unescaped '='.
-            let mut i = pos;
-            let mut k_esc = false;
-            let eq = loop {
-                i = skip_key_bytes(input, i);
-                if i >= n {
-                    break None;
-                }
-                match input[i] {
-                    b'=' => break Some(i),
-                    b'\\' => {
-                        k_esc = true;
-                        i += 2;
-                    }
-                    _ => break None,
-                }
-            };
-            let Some(eq) = eq else {
-                let end = i.min(n);
-                if end == k_start {
-                    return Err(LineProtocolError::MissingFields);
-                }
-                return Err(LineProtocolError::InvalidField(lossy(&input[k_start..end])));
-            };
-            if eq == k_start {
-                return Err(LineProtocolError::EmptyFieldKey);
-            }
-            let key = text_of(&mut self.scratch, input, k_start, eq, k_esc, KEY_ESCAPES);
+            let (eq, k_esc) = scan_field_key(input, pos)?;
+            let key = text_of(&mut self.scratch, input, pos, eq, k_esc, KEY_ESCAPES);
             let v_start = eq + 1;
             let (value, v_end) = self.parse_value(input, key, v_start)?;
-            {
-                let k = key.get(input, &self.scratch);
-                if is_reserved_field_key(k) {
-                    return Err(LineProtocolError::ReservedFieldKey(lossy(k)));
-                }
-                // Lines carry a handful of fields: a linear scan beats hashing.
-                if self
-                    .fields
-                    .iter()
-                    .any(|(t, _)| same_bytes(t.get(input, &self.scratch), k))
-                {
-                    return Err(LineProtocolError::DuplicateField(lossy(k)));
-                }
-            }
+            self.check_new_key(input, key)?;
             self.fields.push((key, value));
             match self.after_value(input, key, v_start, v_end)? {
                 Some(next) => pos = next,
@@ -258,29 +214,26 @@ impl FieldParser {
                 }
             }
         }
-        // Optional timestamp.
-        while pos < n && input[pos] == b' ' {
-            pos += 1;
-        }
-        let timestamp = if pos == n {
-            None
-        } else if let Some(t) = fast_timestamp(&input[pos..]) {
-            Some(t)
-        } else {
-            let t_start = pos;
-            while pos < n && input[pos] != b' ' {
-                pos += 1;
-            }
-            let t = &input[t_start..pos];
-            while pos < n && (input[pos] == b' ' || input[pos] == b'\t') {
-                pos += 1;
-            }
-            if pos < n {
-                return Err(LineProtocolError::TrailingText(lossy(&input[pos..])));
-            }
-            Some(parse_timestamp(t)?)
-        };
+        let timestamp = trailing_timestamp(input, pos)?;
         Ok((timestamp, as_layout && self.fields.len() == layout.len()))
+    }
+
+    /// Refuses a scanned key that is reserved or that the line already has.
+    #[inline(always)]
+    fn check_new_key(&self, input: &[u8], key: Text) -> Result<()> {
+        let k = key.get(input, &self.scratch);
+        if is_reserved_field_key(k) {
+            return Err(LineProtocolError::ReservedFieldKey(lossy(k)));
+        }
+        // Lines carry a handful of fields: a linear scan beats hashing.
+        if self
+            .fields
+            .iter()
+            .any(|(t, _)| same_bytes(t.get(input, &self.scratch), k))
+        {
+            return Err(LineProtocolError::DuplicateField(lossy(k)));
+        }
+        Ok(())
     }
 
     /// Parses the value of field `key` that starts at `v_start`: the value
@@ -365,6 +318,76 @@ impl FieldParser {
             }),
         }
     }
+}
+
+/// The index of the `=` after the key at `pos` when that key is `layout`'s
+/// key number `index`, spelled the same.
+#[inline(always)]
+fn layout_key_at(input: &[u8], pos: usize, layout: &KeyLayout, index: usize) -> Option<usize> {
+    let k = layout.key(index)?;
+    let end = pos + k.len();
+    (end < input.len() && input[end] == b'=' && same_bytes(&input[pos..end], k)).then_some(end)
+}
+
+/// Scans the field key at `k_start` up to its unescaped `=`: the `=`'s
+/// index and whether the key had escapes.
+#[inline(always)]
+fn scan_field_key(input: &[u8], k_start: usize) -> Result<(usize, bool)> {
+    let n = input.len();
+    let mut i = k_start;
+    let mut k_esc = false;
+    let eq = loop {
+        i = skip_key_bytes(input, i);
+        if i >= n {
+            break None;
+        }
+        match input[i] {
+            b'=' => break Some(i),
+            b'\\' => {
+                k_esc = true;
+                i += 2;
+            }
+            _ => break None,
+        }
+    };
+    let Some(eq) = eq else {
+        let end = i.min(n);
+        if end == k_start {
+            return Err(LineProtocolError::MissingFields);
+        }
+        return Err(LineProtocolError::InvalidField(lossy(&input[k_start..end])));
+    };
+    if eq == k_start {
+        return Err(LineProtocolError::EmptyFieldKey);
+    }
+    Ok((eq, k_esc))
+}
+
+/// The optional timestamp after the fields, which end at `pos`.
+#[inline(always)]
+fn trailing_timestamp(input: &[u8], mut pos: usize) -> Result<Option<i64>> {
+    let n = input.len();
+    while pos < n && input[pos] == b' ' {
+        pos += 1;
+    }
+    if pos == n {
+        return Ok(None);
+    }
+    if let Some(t) = fast_timestamp(&input[pos..]) {
+        return Ok(Some(t));
+    }
+    let t_start = pos;
+    while pos < n && input[pos] != b' ' {
+        pos += 1;
+    }
+    let t = &input[t_start..pos];
+    while pos < n && (input[pos] == b' ' || input[pos] == b'\t') {
+        pos += 1;
+    }
+    if pos < n {
+        return Err(LineProtocolError::TrailingText(lossy(&input[pos..])));
+    }
+    parse_timestamp(t).map(Some)
 }
 
 #[inline]

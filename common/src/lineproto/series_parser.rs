@@ -93,105 +93,74 @@ impl SeriesParser {
         self.scratch.clear();
         self.measurement = None;
         self.raw_is_key = false;
-        // Measurement: up to the first unescaped comma. The scans also
-        // stop at the bytes a canonical key would escape where the raw
-        // series has them unescaped (a space, only in a caller's unsplit
-        // line; `=` in a tag value): `odd` then says the key must be built.
-        let mut i = 0;
-        let mut escaped = false;
-        let mut odd = false;
-        loop {
-            i = find_any(raw, i, [b',', b'\\', b' ']);
-            match raw.get(i) {
-                Some(b'\\') => {
-                    escaped = true;
-                    i += 2;
-                }
-                Some(b' ') => {
-                    odd = true;
-                    i += 1;
-                }
-                _ => break,
-            }
-        }
-        let m_end = i.min(raw.len());
-        let mut any_escape = escaped;
-        if m_end == 0 {
+        let m = scan_measurement(raw);
+        if m.end == 0 {
             return Err(LineProtocolError::MissingMeasurement);
         }
         self.measurement = Some(text_of(
             &mut self.scratch,
             raw,
             0,
-            m_end,
-            escaped,
+            m.end,
+            m.escaped,
             MEASUREMENT_ESCAPES,
         ));
-        let mut pos = m_end;
+        let (mut any_escape, mut odd) = (m.escaped, m.odd);
+        let mut pos = m.end;
         while pos < raw.len() {
             // raw[pos] == ',': a tag follows.
-            let k_start = pos + 1;
-            let mut i = k_start;
-            let mut k_esc = false;
-            let mut eq = None;
-            loop {
-                i = find_any(raw, i, [b'=', b',', b'\\', b' ']);
-                if i >= raw.len() {
-                    break;
-                }
-                match raw[i] {
-                    b'\\' => {
-                        k_esc = true;
-                        i += 2;
-                    }
-                    b' ' => {
-                        odd = true;
-                        i += 1;
-                    }
-                    b'=' => {
-                        eq = Some(i);
-                        break;
-                    }
-                    _ => break,
-                }
-            }
-            let Some(eq) = eq else {
-                return Err(LineProtocolError::InvalidTag(lossy(
-                    &raw[k_start..i.min(raw.len())],
-                )));
-            };
-            if eq == k_start {
-                return Err(LineProtocolError::EmptyTagKey);
-            }
-            let v_start = eq + 1;
-            let mut i = v_start;
-            let mut v_esc = false;
-            loop {
-                i = find_any(raw, i, [b',', b'\\', b'=', b' ']);
-                match raw.get(i) {
-                    Some(b'\\') => {
-                        v_esc = true;
-                        i += 2;
-                    }
-                    Some(b'=' | b' ') => {
-                        odd = true;
-                        i += 1;
-                    }
-                    _ => break,
-                }
-            }
-            let v_end = i.min(raw.len());
-            any_escape |= k_esc | v_esc;
-            let key = text_of(&mut self.scratch, raw, k_start, eq, k_esc, KEY_ESCAPES);
-            if v_end == v_start {
-                return Err(LineProtocolError::EmptyTagValue(lossy(
-                    key.get(raw, &self.scratch),
-                )));
-            }
-            let value = text_of(&mut self.scratch, raw, v_start, v_end, v_esc, KEY_ESCAPES);
-            self.tags.push((key, value));
-            pos = v_end;
+            let tag = self.parse_tag(raw, pos + 1)?;
+            any_escape |= tag.escaped;
+            odd |= tag.odd;
+            pos = tag.end;
         }
+        let sorted = self.sort_tags(raw)?;
+        self.raw_is_key = sorted && !any_escape && !odd;
+        Ok(Series {
+            input: raw,
+            parser: self,
+        })
+    }
+
+    /// Parses the tag whose key starts at `k_start` into `self.tags`; the
+    /// scan ends where the tag's value does.
+    #[inline]
+    fn parse_tag(&mut self, raw: &[u8], k_start: usize) -> Result<Scan> {
+        let k = scan_tag_key(raw, k_start).map_err(|stop| {
+            LineProtocolError::InvalidTag(lossy(&raw[k_start..stop.min(raw.len())]))
+        })?;
+        let eq = k.end;
+        if eq == k_start {
+            return Err(LineProtocolError::EmptyTagKey);
+        }
+        let v_start = eq + 1;
+        let v = scan_tag_value(raw, v_start);
+        let key = text_of(&mut self.scratch, raw, k_start, eq, k.escaped, KEY_ESCAPES);
+        if v.end == v_start {
+            return Err(LineProtocolError::EmptyTagValue(lossy(
+                key.get(raw, &self.scratch),
+            )));
+        }
+        let value = text_of(
+            &mut self.scratch,
+            raw,
+            v_start,
+            v.end,
+            v.escaped,
+            KEY_ESCAPES,
+        );
+        self.tags.push((key, value));
+        Ok(Scan {
+            end: v.end,
+            escaped: k.escaped | v.escaped,
+            odd: k.odd | v.odd,
+        })
+    }
+
+    /// Sorts the tags by key and refuses a key given twice; returns whether
+    /// they were sorted as written.
+    #[inline]
+    fn sort_tags(&mut self, raw: &[u8]) -> Result<bool> {
         // Writers usually send tags sorted already; only sort when needed.
         let scratch = &self.scratch;
         let sorted = self
@@ -211,11 +180,105 @@ impl SeriesParser {
                 )));
             }
         }
-        self.raw_is_key = sorted && !any_escape && !odd;
-        Ok(Series {
-            input: raw,
-            parser: self,
-        })
+        Ok(sorted)
+    }
+}
+
+/// Where the scan of one part of a raw series stopped, whether it met an
+/// escape, and whether it met a byte that a canonical key would escape
+/// where the raw series has it unescaped (a space, only in a caller's
+/// unsplit line; `=` in a tag value): `odd` says the key must be built.
+#[derive(Debug, Clone, Copy)]
+struct Scan {
+    end: usize,
+    escaped: bool,
+    odd: bool,
+}
+
+/// The measurement: up to the first unescaped comma (or the end).
+#[inline]
+fn scan_measurement(raw: &[u8]) -> Scan {
+    let mut i = 0;
+    let mut escaped = false;
+    let mut odd = false;
+    loop {
+        i = find_any(raw, i, [b',', b'\\', b' ']);
+        match raw.get(i) {
+            Some(b'\\') => {
+                escaped = true;
+                i += 2;
+            }
+            Some(b' ') => {
+                odd = true;
+                i += 1;
+            }
+            _ => break,
+        }
+    }
+    Scan {
+        end: i.min(raw.len()),
+        escaped,
+        odd,
+    }
+}
+
+/// A tag key from `start` up to its unescaped `=` (`end` is the `=`), or
+/// `Err(where the key stopped)` when a comma or the end comes first.
+#[inline]
+fn scan_tag_key(raw: &[u8], start: usize) -> std::result::Result<Scan, usize> {
+    let mut i = start;
+    let mut escaped = false;
+    let mut odd = false;
+    loop {
+        i = find_any(raw, i, [b'=', b',', b'\\', b' ']);
+        if i >= raw.len() {
+            return Err(i);
+        }
+        match raw[i] {
+            b'\\' => {
+                escaped = true;
+                i += 2;
+            }
+            b' ' => {
+                odd = true;
+                i += 1;
+            }
+            b'=' => {
+                return Ok(Scan {
+                    end: i,
+                    escaped,
+                    odd,
+                })
+            }
+            _ => return Err(i),
+        }
+    }
+}
+
+/// A tag value from `start` up to the next unescaped comma (or the end).
+#[inline]
+fn scan_tag_value(raw: &[u8], start: usize) -> Scan {
+    let mut i = start;
+    let mut escaped = false;
+    let mut odd = false;
+    loop {
+        i = find_any(raw, i, [b',', b'\\', b'=', b' ']);
+        match raw.get(i) {
+            Some(b'\\') => {
+                escaped = true;
+                i += 2;
+            }
+            Some(b'=' | b' ') => {
+                odd = true;
+                i += 1;
+            }
+            _ => break,
+        }
+    }
+    Scan {
+        end: i.min(raw.len()),
+        escaped,
+        odd,
     }
 }
 
