@@ -85,12 +85,8 @@ pub async fn start(
     options: config::RouterOptions,
     cluster: Arc<cluster::Cluster>,
 ) -> Result<RunningRouter> {
-    let http_listener = tokio::net::TcpListener::bind(&options.http_listen)
-        .await
-        .map_err(|e| Error::Config(format!("binding http_listen {}: {e}", options.http_listen)))?;
-    let grpc_listener = tokio::net::TcpListener::bind(&options.grpc_listen)
-        .await
-        .map_err(|e| Error::Config(format!("binding grpc_listen {}: {e}", options.grpc_listen)))?;
+    let http_listener = bind("http_listen", &options.http_listen).await?;
+    let grpc_listener = bind("grpc_listen", &options.grpc_listen).await?;
     let http_addr = http_listener
         .local_addr()
         .map_err(|e| Error::Internal(e.to_string()))?;
@@ -108,6 +104,31 @@ pub async fn start(
         _ => None,
     };
     let router = Arc::new(state::Router::new(options.clone(), cluster)?);
+    spawn_watchers(&router, &options);
+    let (http_tls, grpc_tls) = match tls {
+        Some(t) => (Some(t.http), Some(t.grpc)),
+        None => (None, None),
+    };
+    let http_task = serve_http(http_listener, routes::app(router.clone()), http_tls)?;
+    let grpc_task = serve_grpc(grpc_listener, router.clone(), grpc_tls);
+    Ok(RunningRouter {
+        http_addr,
+        grpc_addr,
+        router,
+        tasks: vec![http_task, grpc_task],
+    })
+}
+
+/// Binds the listener of option `what` (port 0 allowed).
+async fn bind(what: &str, addr: &str) -> Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| Error::Config(format!("binding {what} {addr}: {e}")))
+}
+
+/// The background tasks every router runs: retention policies, continuous
+/// queries, token and user reloads.
+fn spawn_watchers(router: &Arc<state::Router>, options: &config::RouterOptions) {
     tokio::spawn(router.policies.clone().watch());
     tokio::spawn(cq::runner::run(router.clone(), read::influx::run_cq_select));
     // A rotated tokens Secret is picked up like a renewed certificate.
@@ -120,10 +141,17 @@ pub async fn start(
         options.etcd_endpoints.clone(),
         options.cluster.clone(),
     ));
-    let app = routes::app(router.clone());
-    let http_task = match tls.as_ref().map(|t| t.http.clone()) {
+}
+
+/// Serves the HTTP API on `listener`, over TLS when `tls` is set.
+fn serve_http(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    tls: Option<tls::ReloadingConfig>,
+) -> Result<JoinHandle<()>> {
+    Ok(match tls {
         Some(config) => {
-            let listener = tls::TlsListener::new(http_listener, config)
+            let listener = tls::TlsListener::new(listener, config)
                 .map_err(|e| Error::Internal(e.to_string()))?;
             let listener = http::lenient::LenientListener(listener);
             tokio::spawn(async move {
@@ -135,19 +163,28 @@ pub async fn start(
         None => tokio::spawn(async move {
             // No Nagle: a response written in pieces must not wait for the
             // client's delayed ACK (~40 ms per request at low load).
-            let http_listener = http::lenient::LenientListener(http_listener.tap_io(|tcp| {
+            let listener = http::lenient::LenientListener(listener.tap_io(|tcp| {
                 let _ = tcp.set_nodelay(true);
             }));
-            if let Err(e) = axum::serve(http_listener, app).await {
+            if let Err(e) = axum::serve(listener, app).await {
                 tracing::error!(error = %e, "http server stopped");
             }
         }),
-    };
-    let svc = grpc::server(router.clone());
-    let grpc_task = match tls.map(|t| t.grpc) {
+    })
+}
+
+/// Serves the gRPC ingest service on `listener`, over TLS when `tls` is
+/// set.
+fn serve_grpc(
+    listener: tokio::net::TcpListener,
+    router: Arc<state::Router>,
+    tls: Option<tls::ReloadingConfig>,
+) -> JoinHandle<()> {
+    let svc = grpc::server(router);
+    match tls {
         Some(config) => {
             let incoming =
-                tokio_stream::wrappers::ReceiverStream::new(tls::accept_tls(grpc_listener, config))
+                tokio_stream::wrappers::ReceiverStream::new(tls::accept_tls(listener, config))
                     .map(|(conn, _)| Ok::<_, std::io::Error>(conn));
             tokio::spawn(async move {
                 if let Err(e) = tonic::transport::Server::builder()
@@ -161,13 +198,12 @@ pub async fn start(
         }
         None => tokio::spawn(async move {
             // tonic's own tcp_nodelay applies only to listeners it binds.
-            let incoming =
-                tokio_stream::wrappers::TcpListenerStream::new(grpc_listener).map(|tcp| {
-                    if let Ok(tcp) = &tcp {
-                        let _ = tcp.set_nodelay(true);
-                    }
-                    tcp
-                });
+            let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener).map(|tcp| {
+                if let Ok(tcp) = &tcp {
+                    let _ = tcp.set_nodelay(true);
+                }
+                tcp
+            });
             if let Err(e) = tonic::transport::Server::builder()
                 .add_service(svc)
                 .serve_with_incoming(incoming)
@@ -176,11 +212,5 @@ pub async fn start(
                 tracing::error!(error = %e, "grpc server stopped");
             }
         }),
-    };
-    Ok(RunningRouter {
-        http_addr,
-        grpc_addr,
-        router,
-        tasks: vec![http_task, grpc_task],
-    })
+    }
 }

@@ -22,16 +22,31 @@ impl BatchState<'_> {
     where
         I: Iterator<Item = (&'v [u8], FieldValue<'v>)> + Clone,
     {
-        let s = &self.slots[slot as usize];
-        let table_idx = s.table as usize;
+        let table_idx = self.slots[slot as usize].table as usize;
+        self.check_field_types(table_idx, fields.clone())?;
+        self.admit_series(slot)?;
+        self.push_point(slot, table_idx, time, fields, n_fields);
+        Ok(())
+    }
+
+    /// Step 1: field types must agree with earlier points of the
+    /// measurement. Leaves in `self.targets` where each field goes. A
+    /// column of the table has the measurement's type of its field, so the
+    /// measurement's list is only searched for fields the table has not
+    /// seen yet.
+    #[inline(always)]
+    fn check_field_types<'v, I>(
+        &mut self,
+        table_idx: usize,
+        fields: I,
+    ) -> Result<(), (RejectReason, String)>
+    where
+        I: Iterator<Item = (&'v [u8], FieldValue<'v>)>,
+    {
         let t = &self.tables[table_idx];
         let m = t.measurement as usize;
-        // 1. Field types must agree with earlier points of the measurement.
-        // A column of the table has the measurement's type of its field, so
-        // the measurement's list is only searched for fields the table has
-        // not seen yet.
         self.targets.clear();
-        for (i, (k, v)) in fields.clone().enumerate() {
+        for (i, (k, v)) in fields.enumerate() {
             let ty = v.field_type();
             let (want, target) = match t.find_column(k, i) {
                 Some(c) => (Some(t.columns[c].ty), FieldTarget::Column(c as u32)),
@@ -65,41 +80,64 @@ impl BatchState<'_> {
             }
             self.targets.push(target);
         }
-        // 2. Cardinality: a series new to the database must fit the limit.
-        if !matches!(s.admission, Admission::Admitted | Admission::Reserved) {
-            let series_id = s.series_id;
-            let admitted = match (s.admission, self.db) {
-                (Admission::Rejected, _) => false,
-                (_, None) => true,
-                (_, Some(db)) if self.reserving && self.take_place(db) => {
-                    self.reserved_slots.push(slot);
-                    self.slots[slot as usize].admission = Admission::Reserved;
-                    true
-                }
-                (_, Some(db)) => db.admit(series_id),
-            };
-            let s = &mut self.slots[slot as usize];
-            if admitted {
-                if s.admission != Admission::Reserved {
-                    s.admission = Admission::Admitted;
-                }
-            } else {
-                s.admission = Admission::Rejected;
-                let db = self.db.expect("rejected only with a db");
-                return Err((
-                    RejectReason::Cardinality,
-                    format!(
-                        "database {:?} reached its series limit of {} (--max-series-per-db); \
-                         points of new series are rejected, existing series can still be written",
-                        db.name(),
-                        db.limit()
-                    ),
-                ));
-            }
+        Ok(())
+    }
+
+    /// Step 2, cardinality: a series new to the database must fit the
+    /// limit.
+    #[inline(always)]
+    fn admit_series(&mut self, slot: u32) -> Result<(), (RejectReason, String)> {
+        let s = &self.slots[slot as usize];
+        if matches!(s.admission, Admission::Admitted | Admission::Reserved) {
+            return Ok(());
         }
-        // 3. Append.
+        let series_id = s.series_id;
+        let admitted = match (s.admission, self.db) {
+            (Admission::Rejected, _) => false,
+            (_, None) => true,
+            (_, Some(db)) if self.reserving && self.take_place(db) => {
+                self.reserved_slots.push(slot);
+                self.slots[slot as usize].admission = Admission::Reserved;
+                true
+            }
+            (_, Some(db)) => db.admit(series_id),
+        };
+        let s = &mut self.slots[slot as usize];
+        if admitted {
+            if s.admission != Admission::Reserved {
+                s.admission = Admission::Admitted;
+            }
+            return Ok(());
+        }
+        s.admission = Admission::Rejected;
+        let db = self.db.expect("rejected only with a db");
+        Err((
+            RejectReason::Cardinality,
+            format!(
+                "database {:?} reached its series limit of {} (--max-series-per-db); \
+                 points of new series are rejected, existing series can still be written",
+                db.name(),
+                db.limit()
+            ),
+        ))
+    }
+
+    /// Step 3: pushes the point's time, series and values onto the table's
+    /// columns, creating the columns `check_field_types` found missing.
+    #[inline(always)]
+    fn push_point<'v, I>(
+        &mut self,
+        slot: u32,
+        table_idx: usize,
+        time: i64,
+        fields: I,
+        n_fields: usize,
+    ) where
+        I: Iterator<Item = (&'v [u8], FieldValue<'v>)>,
+    {
         let s = &mut self.slots[slot as usize];
         let t = &mut self.tables[table_idx];
+        let m = t.measurement as usize;
         if !s.listed {
             s.listed = true;
             t.series.push(slot);
@@ -135,6 +173,5 @@ impl BatchState<'_> {
             }
         }
         self.points += 1;
-        Ok(())
     }
 }
