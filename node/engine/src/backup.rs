@@ -187,10 +187,12 @@ impl Engine {
             }
         }
         for t in tables {
+            // Attached rows were not seen by the flusher: reads keep FINAL,
+            // also after a restart (the ledger hears it first).
+            let id = TableId::new(&t.database, &t.table);
+            crate::rewrites_ledger::write(&mut conn, st.db(), &id, false, &[])?;
+            st.lock_rewrites().remove(&id);
             self.inner.attach_table(&mut conn, &st, t)?;
-            // Attached rows were not seen by the flusher: reads keep FINAL.
-            st.lock_rewrites()
-                .remove(&TableId::new(&t.database, &t.table));
         }
         self.inner.sync_parts()?;
         st.lock_known_series().clear();

@@ -7,7 +7,7 @@
 //! working. The flushed index stops just below the oldest entry whose rows
 //! are still only in memory, so the WAL keeps those entries.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,7 +24,8 @@ use crate::engine::Inner;
 use crate::error::{EngineError, Result};
 use crate::layout::{FieldType, TableId, FLUSHED_TABLE, SERIES_TABLE};
 use crate::pool::Conn;
-use crate::rewrites::TableRewrites;
+use crate::rewrites::{TableRewrites, RELOAD_WINDOW_NS};
+use crate::rewrites_ledger;
 use crate::shard_state::ShardState;
 use crate::{ipc, metrics};
 
@@ -213,7 +214,8 @@ impl Inner {
 
     /// Records the rows a fact-table insert is about to write (before it:
     /// a retried insert is then a rewrite), starting the table's tracking
-    /// at its first flush in this process (rewrites.rs). Under `flushes`.
+    /// at its first flush in this process (rewrites.rs). A day that became
+    /// dirty is in the ledger before the insert. Under `flushes`.
     fn note_rewrites(
         &self,
         conn: &mut Conn,
@@ -222,31 +224,81 @@ impl Inner {
         chdb: &str,
         batches: &[RecordBatch],
     ) -> Result<()> {
-        let tracked = st.lock_rewrites().contains_key(id);
-        if !tracked {
-            let existing = conn.query(&format!(
+        self.start_tracking(conn, st, id, chdb)?;
+        let ledger = {
+            let mut rewrites = st.lock_rewrites();
+            let Some(t) = rewrites.get_mut(id) else {
+                return Ok(());
+            };
+            let mut grew = false;
+            for b in batches {
+                let times = b.column(0).as_primitive::<TimestampNanosecondType>();
+                let series = b.column(1).as_primitive::<UInt64Type>();
+                grew |= t.note(
+                    series
+                        .values()
+                        .iter()
+                        .copied()
+                        .zip(times.values().iter().copied()),
+                );
+            }
+            grew.then(|| t.final_partitions())
+        };
+        match ledger {
+            Some(partitions) => rewrites_ledger::write(conn, st.db(), id, true, &partitions),
+            None => Ok(()),
+        }
+    }
+
+    /// A table's tracker before its first insert in this process: a new
+    /// one (its existing partitions untracked, in the ledger first), or
+    /// the ledger's, with each series' newest time read back.
+    fn start_tracking(
+        &self,
+        conn: &mut Conn,
+        st: &ShardState,
+        id: &TableId,
+        chdb: &str,
+    ) -> Result<()> {
+        let state = st.lock_rewrites().get(id).map(TableRewrites::needs_reload);
+        if state == Some(false) {
+            return Ok(());
+        }
+        let table = crate::layout::qualified(chdb, &id.table);
+        let existing: BTreeSet<String> = conn
+            .query(&format!(
                 "SELECT DISTINCT partition_id FROM system.parts WHERE active AND database = {} AND table = {}",
                 crate::layout::literal(chdb),
                 crate::layout::literal(&id.table)
-            ))?;
-            let partitions = existing.iter().flat_map(|b| crate::columns::strings(b, 0));
-            st.lock_rewrites()
-                .insert(id.clone(), TableRewrites::new(partitions));
-        }
-        let mut rewrites = st.lock_rewrites();
-        let Some(t) = rewrites.get_mut(id) else {
+            ))?
+            .iter()
+            .flat_map(|b| crate::columns::strings(b, 0))
+            .collect();
+        if state.is_none() {
+            let t = TableRewrites::new(existing);
+            rewrites_ledger::write(conn, st.db(), id, true, &t.final_partitions())?;
+            st.lock_rewrites().insert(id.clone(), t);
             return Ok(());
-        };
-        for b in batches {
-            let times = b.column(0).as_primitive::<TimestampNanosecondType>();
-            let series = b.column(1).as_primitive::<UInt64Type>();
-            t.note(
-                series
-                    .values()
-                    .iter()
-                    .copied()
-                    .zip(times.values().iter().copied()),
-            );
+        }
+        let newest = conn
+            .query(&format!(
+                "SELECT toUnixTimestamp64Nano(max(time)), count() FROM {table}"
+            ))?
+            .first()
+            .filter(|b| crate::columns::u64s(b, 1).first() != Some(&0))
+            .and_then(|b| crate::columns::i64s(b, 0).first().copied());
+        let from = newest.map_or(i64::MIN, |n| n.saturating_sub(RELOAD_WINDOW_NS));
+        let mut latest = Vec::new();
+        if newest.is_some() {
+            for b in conn.query(&format!(
+                "SELECT series_id, toUnixTimestamp64Nano(max(time)) FROM {table} WHERE time >= fromUnixTimestamp64Nano({from}) GROUP BY series_id"
+            ))? {
+                let series = crate::columns::u64s(&b, 0);
+                latest.extend(series.into_iter().zip(crate::columns::i64s(&b, 1)));
+            }
+        }
+        if let Some(t) = st.lock_rewrites().get_mut(id) {
+            t.reloaded(latest, from, &existing);
         }
         Ok(())
     }

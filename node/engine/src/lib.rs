@@ -31,6 +31,7 @@ pub mod pool;
 mod read;
 pub mod read_guard;
 mod rewrites;
+mod rewrites_ledger;
 mod shard_io;
 mod shard_state;
 pub mod snapshot;

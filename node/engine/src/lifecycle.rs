@@ -231,7 +231,20 @@ impl Inner {
         self.load_columns(&mut conn, &chdb_names)?;
         self.load_retentions(&mut conn, &chdb_names);
         self.load_flushed_indexes(&mut conn);
+        self.load_rewrites(&mut conn);
         Ok(())
+    }
+
+    /// Each shard's tracking of rewrites as its ledger left it, so reads
+    /// of clean tables skip `FINAL` from the start (rewrites.rs).
+    fn load_rewrites(&self, conn: &mut Conn) {
+        for st in self.shards.all() {
+            let tables = crate::rewrites_ledger::load(conn, st.db());
+            let mut rewrites = st.lock_rewrites();
+            for (id, partitions) in tables {
+                rewrites.insert(id, crate::rewrites::TableRewrites::from_ledger(partitions));
+            }
+        }
     }
 
     /// The shards' chDB databases: marks shards created, records their

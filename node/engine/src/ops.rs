@@ -466,11 +466,23 @@ impl Inner {
                         ))?;
                         dropped += 1;
                         // A dropped day no longer holds duplicates.
-                        if let Some(t) = st
+                        let tid = crate::layout::TableId::new(&name, table);
+                        let ledger = st
                             .lock_rewrites()
-                            .get_mut(&crate::layout::TableId::new(&name, table))
-                        {
-                            t.forget_partition(&id);
+                            .get_mut(&tid)
+                            .and_then(|t| t.forget_partition(&id).then(|| t.final_partitions()));
+                        if let Some(partitions) = ledger {
+                            // Best effort: an entry naming a gone day only
+                            // keeps FINAL, and a restart drops it.
+                            if let Err(e) = crate::rewrites_ledger::write(
+                                &mut conn,
+                                st.db(),
+                                &tid,
+                                true,
+                                &partitions,
+                            ) {
+                                tracing::warn!(shard = st.shard(), table = %tid, error = %e, "could not update the rewrites ledger");
+                            }
                         }
                         crate::metrics::RETENTION_PARTITIONS_DROPPED.inc();
                         tracing::info!(shard = st.shard(), database = %name, table = %table, partition = %id,

@@ -19,6 +19,15 @@
 //! trackers are dropped). A table whose every partition is tracked and
 //! clean holds each key once, and a read of it without `FINAL` gives the
 //! same rows ([`strip_final`]). Everything unknown keeps `FINAL`.
+//!
+//! Tracking survives a restart through the shard's ledger
+//! (rewrites_ledger.rs): the partitions a read must collapse
+//! ([`TableRewrites::final_partitions`]) are stored before an insert can
+//! need them, so every partition the ledger does not name was written
+//! under tracking. A restarted process starts from the ledger and, at the
+//! table's first flush, reads back each series' newest time over the last
+//! [`RELOAD_WINDOW_NS`]; a series it did not find there counts as having
+//! rows up to the window's start ([`TableRewrites::reloaded`]).
 
 use std::collections::BTreeSet;
 
@@ -27,8 +36,14 @@ use shardhouse_common::sql_check::{self, Kind};
 
 const NANOS_PER_DAY: i64 = 86_400 * 1_000_000_000;
 
+/// How far back from a table's newest row a restarted process reads each
+/// series' newest time: late points within it are told apart from
+/// rewrites exactly, older ones of series not seen in it make their day
+/// dirty. Six hours of a 10-second series is 2,160 rows to scan.
+pub(crate) const RELOAD_WINDOW_NS: i64 = 6 * 3_600 * 1_000_000_000;
+
 /// What the flusher knows about one fact table's duplicates.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct TableRewrites {
     /// Partition ids that existed before tracking began.
     untracked: BTreeSet<String>,
@@ -36,6 +51,25 @@ pub(crate) struct TableRewrites {
     dirty: BTreeSet<i64>,
     /// Newest time (ns) written for each series while tracked.
     latest: IdMap<i64>,
+    /// A series missing from `latest` may have rows before this time that
+    /// this process never saw: `i64::MIN` for a table tracked from its
+    /// first row, the reload window's start after a restart.
+    unseen_before: i64,
+    /// Tracking restored from the ledger: `latest` is still to be read
+    /// back from the table, and until then every row counts as a rewrite.
+    reload: bool,
+}
+
+impl Default for TableRewrites {
+    fn default() -> TableRewrites {
+        TableRewrites {
+            untracked: BTreeSet::new(),
+            dirty: BTreeSet::new(),
+            latest: IdMap::default(),
+            unseen_before: i64::MIN,
+            reload: false,
+        }
+    }
 }
 
 impl TableRewrites {
@@ -48,9 +82,45 @@ impl TableRewrites {
         }
     }
 
+    /// Tracking carried over a restart: the ledger names the partitions a
+    /// read must collapse; every other one was written under tracking.
+    pub(crate) fn from_ledger(final_partitions: impl IntoIterator<Item = String>) -> TableRewrites {
+        TableRewrites {
+            untracked: final_partitions.into_iter().collect(),
+            unseen_before: i64::MAX,
+            reload: true,
+            ..TableRewrites::default()
+        }
+    }
+
+    /// Whether the series' newest times are still to be read back
+    /// ([`TableRewrites::reloaded`]) before the next insert.
+    pub(crate) fn needs_reload(&self) -> bool {
+        self.reload
+    }
+
+    /// What a restarted process read back: each series' newest time among
+    /// the rows at or after `from` (a series not among them has none
+    /// there), and the partitions that exist (a ledger entry for one that
+    /// no longer does is dropped).
+    pub(crate) fn reloaded(
+        &mut self,
+        latest: impl IntoIterator<Item = (u64, i64)>,
+        from: i64,
+        existing: &BTreeSet<String>,
+    ) {
+        self.latest = latest.into_iter().collect();
+        self.unseen_before = from;
+        self.untracked.retain(|p| existing.contains(p));
+        self.reload = false;
+    }
+
     /// Records rows about to be inserted: `(series_id, time)` pairs in any
-    /// order. Consecutive rows of one series cost one map lookup.
-    pub(crate) fn note(&mut self, rows: impl IntoIterator<Item = (u64, i64)>) {
+    /// order. Consecutive rows of one series cost one map lookup. True when
+    /// a day became dirty: the ledger must hear of it before the insert.
+    pub(crate) fn note(&mut self, rows: impl IntoIterator<Item = (u64, i64)>) -> bool {
+        let unseen = self.unseen_before.saturating_sub(1);
+        let mut grew = false;
         let mut current: Option<(u64, i64)> = None;
         for (series, time) in rows {
             let newest = match current {
@@ -59,25 +129,40 @@ impl TableRewrites {
                     if let Some((s, t)) = other {
                         self.latest.insert(s, t);
                     }
-                    self.latest.get(&series).copied().unwrap_or(i64::MIN)
+                    self.latest.get(&series).copied().unwrap_or(unseen)
                 }
             };
             if time <= newest {
-                self.dirty.insert(time.div_euclid(NANOS_PER_DAY));
+                grew |= self.dirty.insert(time.div_euclid(NANOS_PER_DAY));
             }
             current = Some((series, newest.max(time)));
         }
         if let Some((s, t)) = current {
             self.latest.insert(s, t);
         }
+        grew
     }
 
     /// Forgets a partition that was dropped (retention): whatever it held
-    /// is gone.
-    pub(crate) fn forget_partition(&mut self, partition_id: &str) {
+    /// is gone. True when the ledger's entry changes.
+    pub(crate) fn forget_partition(&mut self, partition_id: &str) -> bool {
+        let before = self.untracked.len() + self.dirty.len();
         self.untracked.remove(partition_id);
         self.dirty
             .retain(|day| crate::layout::partition_id_of_day(*day) != partition_id);
+        before != self.untracked.len() + self.dirty.len()
+    }
+
+    /// The partitions (`YYYYMMDD`) where a key may be stored twice: what
+    /// the ledger keeps across a restart.
+    pub(crate) fn final_partitions(&self) -> Vec<String> {
+        let mut all: BTreeSet<String> = self.untracked.clone();
+        all.extend(
+            self.dirty
+                .iter()
+                .map(|d| crate::layout::partition_id_of_day(*d)),
+        );
+        all.into_iter().collect()
     }
 
     /// Whether a read must collapse duplicates (`FINAL`).
@@ -169,6 +254,45 @@ mod tests {
         assert!(t.needs_final(), "the dirty day is another one");
         t.forget_partition("20261126");
         assert!(!t.needs_final());
+    }
+
+    #[test]
+    fn after_a_restart_only_rows_the_reload_cannot_vouch_for_are_dirty() {
+        let day = 20_783 * DAY;
+        let hour = 3_600 * 1_000_000_000;
+        let mut t = TableRewrites::from_ledger(["20261120".to_string(), "20261101".to_string()]);
+        assert!(t.needs_final() && t.needs_reload());
+        // Before the reload every row may be a second copy.
+        let mut early = TableRewrites::from_ledger(Vec::new());
+        assert!(!early.needs_final(), "a clean table reads without FINAL");
+        assert!(early.note([(1, day + 10 * hour)]));
+
+        let existing = BTreeSet::from(["20261120".to_string(), "20261126".to_string()]);
+        // Series 1 has rows up to 12:00; the window starts at 06:00.
+        t.reloaded([(1, day + 12 * hour)], day + 6 * hour, &existing);
+        assert!(!t.needs_reload());
+        assert_eq!(
+            t.final_partitions(),
+            ["20261120"],
+            "a gone partition is dropped"
+        );
+        t.forget_partition("20261120");
+        assert!(!t.needs_final());
+        // Newer points of a known series, and of a series first seen now
+        // inside the window, are clean.
+        assert!(!t.note([(1, day + 12 * hour + 1), (2, day + 7 * hour)]));
+        assert!(!t.needs_final());
+        // A replayed point the table already holds is a rewrite.
+        assert!(t.note([(1, day + 11 * hour)]));
+        assert_eq!(t.final_partitions(), ["20261126"]);
+        // An unseen series' point before the window may be stored already.
+        let mut t = TableRewrites::from_ledger(Vec::new());
+        t.reloaded(Vec::new(), day + 6 * hour, &existing);
+        assert!(t.note([(9, day + 5 * hour)]));
+        assert!(
+            !t.note([(9, day + 5 * hour - 1)]),
+            "same day: nothing new to record"
+        );
     }
 
     #[test]

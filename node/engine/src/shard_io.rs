@@ -143,6 +143,8 @@ impl Inner {
     /// Drops every chDB database of a shard (its own and its databases')
     /// and forgets what the shard knew about them. Caller holds the flush lock.
     pub(crate) fn drop_shard_storage(&self, conn: &mut Conn, st: &ShardState) -> Result<()> {
+        // The ledger first: if this stops half way, no table is trusted.
+        crate::rewrites_ledger::forget_all(conn, st.db())?;
         let prefix = format!("{}\\_%", st.db());
         let batches = conn.query(&format!(
             "SELECT name FROM system.databases WHERE name LIKE {}",
