@@ -49,40 +49,11 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> Result<()> {
     let cores = opts.effective_cores();
-    let engine_cfg = EngineConfig {
-        data_dir: opts.data_dir.join("engine"),
-        chdb_dir: opts.chdb_dir.clone(),
-        pool_size: if opts.pool_size == 0 {
-            cores as usize
-        } else {
-            opts.pool_size
-        },
-        flush_max_rows: opts.flush_max_rows,
-        flush_max_age: Duration::from_millis(opts.flush_max_age_ms),
-        default_retention: (opts.default_retention_secs > 0)
-            .then(|| Duration::from_secs(opts.default_retention_secs)),
-        retention_check_interval: Duration::from_millis(opts.retention_check_interval_ms),
-        reads_always_final: opts.engine_reads_always_final,
-    };
-    let verify_parts = opts.engine_verify_parts_at_start;
-    let engine = Arc::new(
-        tokio::task::spawn_blocking(move || {
-            crate::preload::preload_chdb(engine_cfg.chdb_dir.as_deref())?;
-            let engine = Engine::open(engine_cfg).map_err(NodeError::from)?;
-            if let Err(e) = engine.clear_backup_leftovers() {
-                tracing::warn!(error = %e, "cannot remove a stopped backup's files");
-            }
-            // Before the WAL opens, so no read reaches a damaged part.
-            if verify_parts {
-                if let Err(e) = engine.verify_parts() {
-                    tracing::error!(error = %e, "cannot verify the engine's parts");
-                }
-            }
-            Ok::<_, NodeError>(engine)
-        })
-        .await
-        .map_err(|e| NodeError::Serve(e.to_string()))??,
-    );
+    let engine = open_engine(
+        engine_config(&opts, cores),
+        opts.engine_verify_parts_at_start,
+    )
+    .await?;
 
     let cluster_token = ClusterToken::load(opts.cluster_token_file.as_deref())
         .map_err(|e| NodeError::InvalidOptions(e.to_string()))?;
@@ -91,20 +62,7 @@ pub async fn run(
     }
     let directory = Arc::new(PeerDirectory::default());
     let transport = GrpcTransport::new(opts.node_id, Arc::clone(&directory), cluster_token.clone());
-    let mut wal_cfg = WalConfig {
-        node_id: opts.node_id,
-        dir: opts.data_dir.join("wal"),
-        tick_interval: Duration::from_millis(opts.raft_tick_ms),
-        election_ticks: opts.raft_election_ticks,
-        heartbeat_ticks: opts.raft_heartbeat_ticks,
-        max_inflight_bytes_per_shard: opts.max_inflight_bytes_per_shard,
-        poll_threads: opts.wal_poll_threads,
-        apply_threads: opts.wal_apply_threads,
-        write_buffer_bytes: opts.wal_write_buffer_bytes,
-        follower_log_retention_bytes: opts.wal_follower_log_retention_bytes,
-        rebuild_after_failed_applies: opts.wal_rebuild_after_failed_applies,
-        ..WalConfig::default()
-    };
+    let mut wal_cfg = wal_config(&opts);
     crate::faults::apply_disk_env(opts.node_id, &mut wal_cfg);
     let sm = EngineStateMachine::new(Arc::clone(&engine), opts.node_id);
     let wal = {
@@ -145,39 +103,149 @@ pub async fn run(
     };
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-        let _ = rx.wait_for(|v| *v).await;
-    };
-    let grpc = tonic::transport::Server::builder()
+    let grpc_task = tokio::spawn(serve_grpc(
+        &ctx,
+        grpc_listener,
+        cluster_token,
+        stop_rx.clone(),
+    ));
+    let http_task = tokio::spawn(serve_http(&ctx, http_listener, stop_rx));
+    join_cluster(&opts, &ctx, &listening, cores).await?;
+
+    ctx.ready.store(true, Ordering::Release);
+    tracing::info!(node_id = opts.node_id, grpc = %listening.grpc, http = %listening.http, "node serving");
+    on_ready(&listening);
+
+    tokio::select! {
+        () = shutdown => tracing::info!("shutdown requested"),
+        r = grpc_task => return Err(NodeError::Serve(format!("gRPC server stopped: {r:?}"))),
+    }
+    ctx.ready.store(false, Ordering::Release);
+    let _ = stop_tx.send(true);
+    let _ = tokio::time::timeout(Duration::from_secs(5), http_task).await;
+    final_flush(wal, engine).await;
+    Ok(())
+}
+
+/// The engine's settings from the node's options.
+fn engine_config(opts: &NodeOptions, cores: u32) -> EngineConfig {
+    EngineConfig {
+        data_dir: opts.data_dir.join("engine"),
+        chdb_dir: opts.chdb_dir.clone(),
+        pool_size: if opts.pool_size == 0 {
+            cores as usize
+        } else {
+            opts.pool_size
+        },
+        flush_max_rows: opts.flush_max_rows,
+        flush_max_age: Duration::from_millis(opts.flush_max_age_ms),
+        default_retention: (opts.default_retention_secs > 0)
+            .then(|| Duration::from_secs(opts.default_retention_secs)),
+        retention_check_interval: Duration::from_millis(opts.retention_check_interval_ms),
+        reads_always_final: opts.engine_reads_always_final,
+    }
+}
+
+/// The WAL's settings from the node's options.
+fn wal_config(opts: &NodeOptions) -> WalConfig {
+    WalConfig {
+        node_id: opts.node_id,
+        dir: opts.data_dir.join("wal"),
+        tick_interval: Duration::from_millis(opts.raft_tick_ms),
+        election_ticks: opts.raft_election_ticks,
+        heartbeat_ticks: opts.raft_heartbeat_ticks,
+        max_inflight_bytes_per_shard: opts.max_inflight_bytes_per_shard,
+        poll_threads: opts.wal_poll_threads,
+        apply_threads: opts.wal_apply_threads,
+        write_buffer_bytes: opts.wal_write_buffer_bytes,
+        follower_log_retention_bytes: opts.wal_follower_log_retention_bytes,
+        rebuild_after_failed_applies: opts.wal_rebuild_after_failed_applies,
+        ..WalConfig::default()
+    }
+}
+
+/// Loads chDB and opens the engine (off the async threads), then clears a
+/// stopped backup's files and, if asked, verifies the parts.
+async fn open_engine(engine_cfg: EngineConfig, verify_parts: bool) -> Result<Arc<Engine>> {
+    let engine = tokio::task::spawn_blocking(move || {
+        crate::preload::preload_chdb(engine_cfg.chdb_dir.as_deref())?;
+        let engine = Engine::open(engine_cfg).map_err(NodeError::from)?;
+        if let Err(e) = engine.clear_backup_leftovers() {
+            tracing::warn!(error = %e, "cannot remove a stopped backup's files");
+        }
+        // Before the WAL opens, so no read reaches a damaged part.
+        if verify_parts {
+            if let Err(e) = engine.verify_parts() {
+                tracing::error!(error = %e, "cannot verify the engine's parts");
+            }
+        }
+        Ok::<_, NodeError>(engine)
+    })
+    .await
+    .map_err(|e| NodeError::Serve(e.to_string()))??;
+    Ok(Arc::new(engine))
+}
+
+/// Resolves once `rx` sees `true`: the servers' shutdown signal.
+async fn stopped(mut rx: tokio::sync::watch::Receiver<bool>) {
+    let _ = rx.wait_for(|v| *v).await;
+}
+
+/// The node's gRPC services (data, raft, admin, backup) behind the cluster
+/// credential check, until `stop` turns true.
+fn serve_grpc(
+    ctx: &Arc<NodeContext>,
+    listener: TcpListener,
+    cluster_token: Option<ClusterToken>,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> impl Future<Output = std::result::Result<(), tonic::transport::Error>> {
+    tonic::transport::Server::builder()
         .tcp_nodelay(true)
         .initial_stream_window_size(Some(8 << 20))
         .initial_connection_window_size(Some(32 << 20))
         .layer(tonic::service::InterceptorLayer::new(
             crate::auth::RequireCredential::new(cluster_token),
         ))
-        .add_service(services::node_server(Arc::clone(&ctx)))
-        .add_service(services::raft_server(Arc::clone(&ctx)))
-        .add_service(services::admin_server(Arc::clone(&ctx)))
-        .add_service(crate::backup::backup_server(Arc::clone(&ctx)))
+        .add_service(services::node_server(Arc::clone(ctx)))
+        .add_service(services::raft_server(Arc::clone(ctx)))
+        .add_service(services::admin_server(Arc::clone(ctx)))
+        .add_service(crate::backup::backup_server(Arc::clone(ctx)))
         .serve_with_incoming_shutdown(
             // tcp_nodelay above applies only to listeners tonic binds itself;
             // without it HTTP/2 frames wait on delayed ACKs (~40 ms).
-            TcpListenerStream::new(grpc_listener).map(|tcp| {
+            TcpListenerStream::new(listener).map(|tcp| {
                 if let Ok(tcp) = &tcp {
                     let _ = tcp.set_nodelay(true);
                 }
                 tcp
             }),
-            stopped(stop_rx.clone()),
-        );
-    let grpc_task = tokio::spawn(grpc);
-    let http_listener = http_listener.tap_io(|tcp| {
+            stopped(stop),
+        )
+}
+
+/// The node's HTTP API (health, metrics, admin) until `stop` turns true.
+fn serve_http(
+    ctx: &Arc<NodeContext>,
+    listener: TcpListener,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> impl Future<Output = std::io::Result<()>> {
+    let listener = listener.tap_io(|tcp| {
         let _ = tcp.set_nodelay(true);
     });
-    let http = axum::serve(http_listener, crate::http::router(Arc::clone(&ctx)))
-        .with_graceful_shutdown(stopped(stop_rx.clone()));
-    let http_task = tokio::spawn(async move { http.await });
+    let http = axum::serve(listener, crate::http::router(Arc::clone(ctx)))
+        .with_graceful_shutdown(stopped(stop));
+    async move { http.await }
+}
 
+/// Registers the node in etcd and starts the tasks that follow the
+/// cluster: the shard map, leader hints, engine damage, leader balancing
+/// and, with `--init-cluster`, the cluster's first shard map.
+async fn join_cluster(
+    opts: &NodeOptions,
+    ctx: &Arc<NodeContext>,
+    listening: &Listening,
+    cores: u32,
+) -> Result<()> {
     let me = NodeInfo {
         node_id: opts.node_id,
         grpc_addr: listening.grpc.clone(),
@@ -193,23 +261,23 @@ pub async fn run(
     )
     .await?;
     tokio::spawn(cluster::watch(
-        Arc::clone(&ctx),
+        Arc::clone(ctx),
         client.clone(),
         opts.cluster.clone(),
     ));
     tokio::spawn(cluster::publish_leader_hints(
-        Arc::clone(&ctx),
+        Arc::clone(ctx),
         client.clone(),
         opts.cluster.clone(),
         me,
     ));
     tokio::spawn(crate::engine_damage::run(
-        Arc::clone(&ctx),
+        Arc::clone(ctx),
         Duration::from_millis(500),
     ));
     if opts.leader_balance_interval_ms > 0 {
         tokio::spawn(crate::leadership::run(
-            Arc::clone(&ctx),
+            Arc::clone(ctx),
             Duration::from_millis(opts.leader_balance_interval_ms),
         ));
     }
@@ -223,20 +291,12 @@ pub async fn run(
             }
         });
     }
+    Ok(())
+}
 
-    ctx.ready.store(true, Ordering::Release);
-    tracing::info!(node_id = opts.node_id, grpc = %listening.grpc, http = %listening.http, "node serving");
-    on_ready(&listening);
-
-    tokio::select! {
-        () = shutdown => tracing::info!("shutdown requested"),
-        r = grpc_task => return Err(NodeError::Serve(format!("gRPC server stopped: {r:?}"))),
-    }
-    ctx.ready.store(false, Ordering::Release);
-    let _ = stop_tx.send(true);
-    let _ = tokio::time::timeout(Duration::from_secs(5), http_task).await;
-    // Stop the log first so nothing is applied after the final flush; what
-    // was committed but not flushed is replayed from the WAL on restart.
+/// Stops the log first so nothing is applied after the final flush; what
+/// was committed but not flushed is replayed from the WAL on restart.
+async fn final_flush(wal: Arc<Wal>, engine: Arc<Engine>) {
     let flush = tokio::task::spawn_blocking(move || {
         wal.shutdown();
         engine.flush_all()
@@ -248,5 +308,4 @@ pub async fn run(
         }
         Err(e) => tracing::error!(error = %e, "final flush panicked"),
     }
-    Ok(())
 }
