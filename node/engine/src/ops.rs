@@ -94,6 +94,31 @@ fn regexes(expr: &TagExpr, out: &mut Vec<String>) {
 
 /// Checks the regular expressions of a delete's predicate against the
 /// engine: Err with the reason for one it cannot compile.
+/// Of `ids` (sorted), those no fact table in `tables` holds a point of.
+fn series_without_points(
+    conn: &mut Conn,
+    chdb: &str,
+    tables: &[String],
+    ids: &[u64],
+) -> Result<Vec<u64>> {
+    let id_list = ids.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
+    let mut left = std::collections::HashSet::new();
+    for table in tables {
+        let sql = format!(
+            "SELECT DISTINCT series_id FROM {} WHERE series_id IN ({id_list})",
+            layout::qualified(chdb, table)
+        );
+        for b in conn.query(&sql)? {
+            left.extend(crate::columns::u64s(&b, 0));
+        }
+    }
+    Ok(ids
+        .iter()
+        .copied()
+        .filter(|id| !left.contains(id))
+        .collect())
+}
+
 fn probe_regexes(conn: &mut Conn, op: &StorageOp) -> std::result::Result<(), String> {
     let Some(Op::DeletePoints(d)) = &op.op else {
         return Ok(());
@@ -380,19 +405,32 @@ impl Inner {
             v.sort();
             v
         };
-        for table in tables {
+        for table in &tables {
             conn.execute(&format!(
                 "DELETE FROM {} WHERE series_id IN ({id_list}){time_cond}",
-                layout::qualified(&chdb, &table)
+                layout::qualified(&chdb, table)
             ))?;
         }
-        if o.drop_series {
-            conn.execute(&format!(
-                "DELETE FROM {} WHERE series_id IN ({id_list})",
-                layout::qualified(&chdb, SERIES_TABLE)
-            ))?;
-        }
-        Ok(())
+        // DROP SERIES forgets the series; a DELETE forgets those it left
+        // without a point (as InfluxDB's index does: SHOW SERIES lists
+        // only series with data).
+        let gone = if o.drop_series {
+            id_list
+        } else {
+            let emptied = series_without_points(conn, &chdb, &tables, &ids)?;
+            if emptied.is_empty() {
+                return Ok(());
+            }
+            emptied
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        conn.execute(&format!(
+            "DELETE FROM {} WHERE series_id IN ({gone})",
+            layout::qualified(&chdb, SERIES_TABLE)
+        ))
     }
 
     fn chdb_of(&self, st: &ShardState, database: &str) -> Option<String> {

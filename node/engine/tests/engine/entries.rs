@@ -195,3 +195,57 @@ fn a_series_row_is_stored_once_until_an_operation_may_remove_it() {
         "the series row written after the drop is stored again"
     );
 }
+
+/// InfluxDB's `DELETE` forgets a series it leaves without a point: `SHOW
+/// SERIES` lists only series with data. A series with a point left keeps
+/// its row, and so does one the delete did not touch.
+#[test]
+fn a_delete_that_empties_a_series_removes_it_from_the_tag_index() {
+    use shardhouse_common::proto::{storage_op, DeletePoints, StorageOp};
+    use shardhouse_engine::testdata::encode_series;
+    use shardhouse_test_support::arrow::col_strings;
+
+    let e = engine();
+    let shard = 58;
+    let pts = [(1, 1), (1, 2), (2, 1), (2, 10), (3, 10)]
+        .map(|(id, t)| PointRow::new(id, t).field("v", f(t as f64)));
+    let series = [
+        (1, "cpu", "cpu,host=a"),
+        (2, "cpu", "cpu,host=b"),
+        (3, "cpu", "cpu,host=c"),
+    ];
+    let applied = e.apply_tables(
+        shard,
+        1,
+        &[TableBatchRef {
+            database: "db",
+            measurement: "cpu",
+            points_ipc: &Bytes::from(points(&pts)),
+            series_ipc: &Bytes::from(encode_series(&series).expect("encode series")),
+        }],
+    );
+    assert!(matches!(applied, Ok(Applied::Stored)), "{applied:?}");
+    e.flush_all().expect("flush");
+    let delete = StorageOp {
+        op: Some(storage_op::Op::DeletePoints(DeletePoints {
+            database: "db".into(),
+            measurement: "cpu".into(),
+            min_time_ns: i64::MIN,
+            max_time_ns: 5,
+            predicate: None,
+            drop_series: false,
+        })),
+    };
+    let applied = e.apply_op(shard, 2, &delete);
+    assert!(matches!(applied, Ok(Applied::Stored)), "{applied:?}");
+    let ids = |sql: &str| col_strings(&e.query(shard, "db", sql).expect(sql), 0);
+    assert_eq!(
+        ids("SELECT series_id FROM _series FINAL ORDER BY series_id"),
+        ["2", "3"],
+        "series 1 has no point left"
+    );
+    assert_eq!(
+        ids("SELECT series_id FROM cpu FINAL ORDER BY series_id"),
+        ["2", "3"]
+    );
+}
