@@ -9,6 +9,7 @@ use arrow_schema::{DataType, Field, Schema};
 use crate::columns::strings;
 use crate::engine::Engine;
 use crate::error::{EngineError, Result};
+use crate::shard_state::ShardState;
 use crate::{layout, metrics, read_guard};
 
 impl Engine {
@@ -117,45 +118,8 @@ impl Engine {
         let st = self.inner.shards.get(shard);
         if let Some(st) = &st {
             self.inner.refuse_damaged(st)?;
-            // A flush another thread has taken the buffer for must finish
-            // before we read (the flush lock); then rows still buffered are
-            // flushed only if the statement reads their table, so reads of
-            // the schema or of idle tables (a dashboard refreshing) make no
-            // parts of their own.
-            let reads_buffered = {
-                let _in_flight = st.lock_flushes();
-                let buf = st.lock_buf();
-                let mut buffered = buf.tables.keys().filter(|t| t.database == database);
-                // The engine's own tables (`system.columns`) and a database
-                // not created yet see buffered tables only once flushed.
-                let first = buffered.next();
-                first.is_some()
-                    && (mentions(formatted, "system")
-                        || !st.lock_databases().contains_key(database)
-                        || first
-                            .into_iter()
-                            .chain(buffered)
-                            .any(|t| mentions(formatted, &t.table)))
-            };
-            if reads_buffered {
-                if let Err(e) = self.inner.flush_shard(st, false) {
-                    tracing::warn!(shard, error = %e, "flush before a query failed");
-                }
-            }
-        }
-        if let Some(st) = &st {
-            let failing = st.failing_tables();
-            if let Some(t) = failing
-                .iter()
-                .find(|t| t.database == database && mentions(formatted, &t.table))
-            {
-                let error = st.flush_failure().map(|f| f.error).unwrap_or_default();
-                return Err(EngineError::TableUnavailable {
-                    shard,
-                    table: t.to_string(),
-                    reason: error,
-                });
-            }
+            self.flush_what_is_read(st, shard, database, formatted);
+            refuse_failing_tables(st, shard, database, formatted)?;
         }
         let exists = st.as_ref().is_some_and(|st| {
             st.is_created() && (database.is_empty() || st.lock_databases().contains_key(database))
@@ -176,9 +140,56 @@ impl Engine {
         } else {
             layout::data_db(shard, database)
         };
-        // After the flush above: it may have stored a rewrite.
+        self.run_read(conn, st.as_ref(), shard, database, &db, formatted)
+    }
+
+    /// Flushes the shard's buffered rows if `formatted` reads them. A
+    /// flush another thread has taken the buffer for must finish before we
+    /// read (the flush lock); then rows still buffered are flushed only if
+    /// the statement reads their table, so reads of the schema or of idle
+    /// tables (a dashboard refreshing) make no parts of their own.
+    fn flush_what_is_read(
+        &self,
+        st: &Arc<ShardState>,
+        shard: u32,
+        database: &str,
+        formatted: &str,
+    ) {
+        let reads_buffered = {
+            let _in_flight = st.lock_flushes();
+            let buf = st.lock_buf();
+            let mut buffered = buf.tables.keys().filter(|t| t.database == database);
+            // The engine's own tables (`system.columns`) and a database
+            // not created yet see buffered tables only once flushed.
+            let first = buffered.next();
+            first.is_some()
+                && (mentions(formatted, "system")
+                    || !st.lock_databases().contains_key(database)
+                    || first
+                        .into_iter()
+                        .chain(buffered)
+                        .any(|t| mentions(formatted, &t.table)))
+        };
+        if reads_buffered {
+            if let Err(e) = self.inner.flush_shard(st, false) {
+                tracing::warn!(shard, error = %e, "flush before a query failed");
+            }
+        }
+    }
+
+    /// Runs `formatted` in `db`, without `FINAL` on the tables that hold no
+    /// rewritten point.
+    fn run_read(
+        &self,
+        conn: &mut crate::pool::Conn,
+        st: Option<&Arc<ShardState>>,
+        shard: u32,
+        database: &str,
+        db: &str,
+        formatted: &str,
+    ) -> Result<Vec<RecordBatch>> {
+        // After the flush in `read`: it may have stored a rewrite.
         let clean = st
-            .as_ref()
             .filter(|_| !self.inner.cfg.reads_always_final)
             .map(|st| st.tables_without_rewrites(database))
             .unwrap_or_default();
@@ -187,10 +198,10 @@ impl Engine {
         } else {
             crate::rewrites::strip_final(formatted, &|t| clean.contains(t))
         };
-        conn.use_database(&db)?;
+        conn.use_database(db)?;
         let rows = conn
             .query(&sql)
-            .map_err(|e| self.inner.read_error(shard, &db, e))?;
+            .map_err(|e| self.inner.read_error(shard, db, e))?;
         if sql.len() == formatted.len() {
             return Ok(rows);
         }
@@ -198,7 +209,6 @@ impl Engine {
         // the table before its insert, so a read that could have seen the
         // second copy sees the mark here, and runs again with FINAL.
         let still = st
-            .as_ref()
             .map(|st| st.tables_without_rewrites(database))
             .unwrap_or_default();
         if clean.iter().all(|t| still.contains(t)) {
@@ -206,8 +216,31 @@ impl Engine {
             return Ok(rows);
         }
         conn.query(formatted)
-            .map_err(|e| self.inner.read_error(shard, &db, e))
+            .map_err(|e| self.inner.read_error(shard, db, e))
     }
+}
+
+/// Refuses a statement that reads a table whose flush keeps failing: it
+/// would answer without that table's buffered rows.
+fn refuse_failing_tables(
+    st: &ShardState,
+    shard: u32,
+    database: &str,
+    formatted: &str,
+) -> Result<()> {
+    let failing = st.failing_tables();
+    if let Some(t) = failing
+        .iter()
+        .find(|t| t.database == database && mentions(formatted, &t.table))
+    {
+        let error = st.flush_failure().map(|f| f.error).unwrap_or_default();
+        return Err(EngineError::TableUnavailable {
+            shard,
+            table: t.to_string(),
+            reason: error,
+        });
+    }
+    Ok(())
 }
 
 /// The engine's message without our statement context (which repeats the
