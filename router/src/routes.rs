@@ -1,7 +1,7 @@
 //! Every HTTP path and the handler that answers it (`http::*`). A new API
 //! is a handler module in `http/` and its lines here.
 
-use crate::http::{admin, health, msgpack, prom, prom_read, promql, sql, v1, v2};
+use crate::http::{admin, health, msgpack, otlp, prom, prom_read, promql, sql, v1, v2};
 use crate::state::Router;
 use axum::routing::{get, post};
 use std::sync::Arc;
@@ -13,6 +13,7 @@ pub fn app(router: Arc<Router>) -> axum::Router {
         .route("/api/v2/write", post(v2::write_v2))
         .route("/api/v1/write/msgpack", post(msgpack::write_msgpack))
         .route("/api/v1/prom/write", post(prom::write_prom))
+        .route("/v1/metrics", post(otlp::write_metrics))
         // Reads.
         .route("/query", get(v1::query).post(v1::query))
         .route("/api/v1/sql", get(sql::sql).post(sql::sql))

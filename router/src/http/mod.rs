@@ -3,9 +3,9 @@
 //! the read path (`read`) or the cluster (`cluster::storage`), and answer
 //! (`answer`, the one place error answers are built). One module per API:
 //! [`v1`] (InfluxDB 1.x `/write` and `/query`), [`v2`] (`/api/v2/write`),
-//! [`prom`] (Prometheus), [`msgpack`], [`sql`] (`/api/v1/sql`), [`admin`]
-//! (databases, retention, deletes) and [`health`]. `crate::routes` maps
-//! paths to them.
+//! [`prom`] (Prometheus), [`otlp`] (OpenTelemetry metrics), [`msgpack`],
+//! [`sql`] (`/api/v1/sql`), [`admin`] (databases, retention, deletes) and
+//! [`health`]. `crate::routes` maps paths to them.
 
 pub(crate) mod admin;
 mod answer;
@@ -13,6 +13,7 @@ mod body;
 pub(crate) mod health;
 pub(crate) mod lenient;
 pub(crate) mod msgpack;
+pub(crate) mod otlp;
 mod params;
 pub(crate) mod prom;
 pub(crate) mod prom_read;

@@ -3,6 +3,8 @@
 //!
 //! - [`parse`]: the bodies every door accepts (line protocol, msgpack,
 //!   remote_write, gRPC rows) added point by point to a [`batch`];
+//! - [`otlp`] (with [`otlp_names`] and [`otlp_wire`]): OTLP metrics as
+//!   Prometheus samples, added through remote_write's path;
 //! - [`admit`]: the token's `write` role and rate limit;
 //! - [`stages`]: the router's byte budget, then the split of a request into
 //!   one Arrow IPC batch per (shard, measurement) (`batch`, with the series
@@ -18,6 +20,9 @@ pub mod batch;
 pub mod cardinality;
 pub mod coalesce;
 pub mod node_mux;
+pub mod otlp;
+pub mod otlp_names;
+pub mod otlp_wire;
 pub mod parse;
 pub mod series_cache;
 pub mod stages;

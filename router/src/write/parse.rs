@@ -101,10 +101,7 @@ pub fn remote_write_request(compressed: &[u8], limit: usize) -> Result<prom_prot
 /// Adds remote_write samples: every metric in one table per database
 /// (docs/storage.md), NaN kept (Prometheus's stale marker).
 pub fn add_remote_write(b: &mut RequestBatch<'_>, req: &prom_proto::WriteRequest) {
-    // NaN is how Prometheus marks a stale series: kept here only.
-    b.keep_non_finite_floats();
-    // Every metric in one table per database (docs/storage.md).
-    b.samples_table();
+    prom_samples_batch(b);
     let mut tags = Vec::new();
     let mut i = 0usize;
     for ts in &req.timeseries {
@@ -117,22 +114,11 @@ pub fn add_remote_write(b: &mut RequestBatch<'_>, req: &prom_proto::WriteRequest
                 .map(|l| (l.name.as_str(), l.value.as_str())),
         );
         for s in &ts.samples {
-            let Some(name) = name else {
-                b.reject(
-                    i,
-                    RejectReason::BadPoint,
-                    "time series without a __name__ label".into(),
-                );
-                i += 1;
-                continue;
-            };
-            let field = [(&b"value"[..], FieldValue::Float(s.value))];
-            let time = s.timestamp.checked_mul(1_000_000);
-            let res = match time {
-                Some(t) => b.add_point(&name.value, &tags, field.iter().copied(), Some(t)),
+            let res = match name {
+                Some(name) => add_prom_sample(b, &name.value, &tags, s.value, s.timestamp),
                 None => Err((
                     RejectReason::BadPoint,
-                    format!("timestamp {} ms out of range", s.timestamp),
+                    "time series without a __name__ label".into(),
                 )),
             };
             if let Err((reason, msg)) = res {
@@ -141,6 +127,35 @@ pub fn add_remote_write(b: &mut RequestBatch<'_>, req: &prom_proto::WriteRequest
             i += 1;
         }
     }
+}
+
+/// Readies a batch for Prometheus samples (remote_write, OTLP): every
+/// metric in one table per database (docs/storage.md), and NaN kept, as
+/// it is how Prometheus marks a stale series.
+pub fn prom_samples_batch(b: &mut RequestBatch<'_>) {
+    b.keep_non_finite_floats();
+    b.samples_table();
+}
+
+/// Adds one Prometheus sample (`time_ms` in milliseconds) as a point:
+/// measurement = the metric name, tags = the labels (the caller drops
+/// empty values first: Prometheus's "no label"), one Float64 field
+/// `value`. The one path of remote_write and OTLP samples into a batch.
+pub fn add_prom_sample(
+    b: &mut RequestBatch<'_>,
+    name: &str,
+    labels: &[(&str, &str)],
+    value: f64,
+    time_ms: i64,
+) -> Result<(), (RejectReason, String)> {
+    let Some(time) = time_ms.checked_mul(1_000_000) else {
+        return Err((
+            RejectReason::BadPoint,
+            format!("timestamp {time_ms} ms out of range"),
+        ));
+    };
+    let field = [(&b"value"[..], FieldValue::Float(value))];
+    b.add_point(name, labels, field.iter().copied(), Some(time))
 }
 
 /// Adds the protobuf rows of one gRPC `WriteRequest`.
