@@ -11,7 +11,10 @@
 # buildinfo, labels, series, a parse error's 400 bad_data. Then remote_read:
 # a second Prometheus with no data of its own reads through the router's
 # /api/v1/read, and its answers to a subset of the queries must equal the
-# reference's.
+# reference's. Last, OpenTelemetry metrics in: scripts/promql/otlp.py posts
+# OTLP/HTTP bodies (protobuf encoded by hand, and gzip'd JSON) to
+# /v1/metrics?db=otlp and reads every kind back with PromQL (names, labels,
+# values, refused points counted in partial_success, 400/415).
 # Skips, printing why, when Prometheus cannot be installed. Cost: ~3.5 min.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -139,3 +142,8 @@ code=$(curl -s -o "$TMP/read-err.txt" -w '%{http_code}' -XPOST -H 'Content-Encod
 [ "$code" = 400 ] && grep -q "snappy" "$TMP/read-err.txt" ||
   fail "a bad remote_read body answered $code $(cat "$TMP/read-err.txt") (want 400 naming snappy)"
 echo "ok: remote_read"
+
+# --- OpenTelemetry metrics in (OTLP/HTTP), in a database of their own so
+# the comparisons above never see them.
+python3 scripts/promql/otlp.py "$ROUTER" otlp || fail "otlp: see above"
+echo "ok: otlp"

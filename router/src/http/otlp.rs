@@ -16,7 +16,6 @@ use crate::state::Router;
 use crate::write::admit::{admit_write, charge_write};
 use crate::write::otlp::{self, Converted, Rejection};
 use crate::write::otlp_wire::{self, Encoding};
-use crate::write::WriteOutcome;
 use axum::body::Body;
 use axum::extract::{RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -95,29 +94,25 @@ pub(crate) async fn write_metrics(
         .observe(started.elapsed().as_secs_f64());
     match res {
         Some(Err(e)) => error(enc, &e),
-        Some(Ok(outcome)) => answer(enc, &converted, &refused, Some(&outcome)),
-        None => answer(enc, &converted, &refused, None),
+        Some(Ok(_)) | None => answer(enc, &converted, &refused),
     }
 }
 
-/// 200 with `partial_success` when something was kept (or nothing was
+/// 200 with `partial_success` when a data point was kept (or none was
 /// sent), 400 when every data point was refused.
-fn answer(
-    enc: Encoding,
-    c: &Converted,
-    refused: &[Rejection],
-    outcome: Option<&WriteOutcome>,
-) -> Response {
+fn answer(enc: Encoding, c: &Converted, refused: &[Rejection]) -> Response {
     let all: Vec<&Rejection> = c.rejected.iter().chain(refused).collect();
     let points: BTreeSet<usize> = all.iter().filter_map(|r| r.point).collect();
-    let kept = outcome.map_or(0, |o| o.summary.points);
+    // Data points, not samples: a resource's target_info sample is no
+    // data point of the client's.
+    let kept = c.points.saturating_sub(points.len());
     let message = summary_message(&all, points.len(), c);
     if !all.is_empty() {
         metrics::REJECTED
             .with_label_values(&["bad_request"])
             .inc_by(all.len() as u64);
     }
-    if kept == 0 && !all.is_empty() {
+    if kept == 0 && !points.is_empty() {
         return error(enc, &Error::BadRequest(message));
     }
     reply(
