@@ -11,7 +11,9 @@
 # buildinfo, labels, series, a parse error's 400 bad_data. Then remote_read:
 # a second Prometheus with no data of its own reads through the router's
 # /api/v1/read, and its answers to a subset of the queries must equal the
-# reference's. Last, OpenTelemetry metrics in: scripts/promql/otlp.py posts
+# reference's; scripts/promql/read_chunks.py reads a few metrics as
+# STREAMED_XOR_CHUNKS and checks every sample against the reference's.
+# Last, OpenTelemetry metrics in: scripts/promql/otlp.py posts
 # OTLP/HTTP bodies (protobuf encoded by hand, and gzip'd JSON) to
 # /v1/metrics?db=otlp and reads every kind back with PromQL (names, labels,
 # values, refused points counted in partial_success, 400/415).
@@ -141,6 +143,11 @@ code=$(curl -s -o "$TMP/read-err.txt" -w '%{http_code}' -XPOST -H 'Content-Encod
   --data-binary 'not snappy' "$ROUTER/api/v1/read")
 [ "$code" = 400 ] && grep -q "snappy" "$TMP/read-err.txt" ||
   fail "a bad remote_read body answered $code $(cat "$TMP/read-err.txt") (want 400 naming snappy)"
+# STREAMED_XOR_CHUNKS, which Prometheus 2.55+ asks for first (2.42 asks for
+# SAMPLES only): frames and XOR chunks decoded by the script, every sample
+# equal to the reference's raw samples.
+python3 scripts/promql/read_chunks.py "$PROM" "$ROUTER" "$BEGIN" "$END" \
+  up demo_requests_total prometheus_http_requests_total || fail "remote_read chunks: see above"
 echo "ok: remote_read"
 
 # --- OpenTelemetry metrics in (OTLP/HTTP), in a database of their own so

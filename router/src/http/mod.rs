@@ -16,6 +16,7 @@ pub(crate) mod msgpack;
 pub(crate) mod otlp;
 mod params;
 pub(crate) mod prom;
+pub(crate) mod prom_chunks;
 pub(crate) mod prom_read;
 pub(crate) mod promql;
 pub(crate) mod sql;

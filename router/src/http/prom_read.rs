@@ -3,12 +3,14 @@
 //! back what it (or anyone) remote-wrote. The body is a snappy
 //! block-compressed `ReadRequest`; each query's matchers select series of
 //! the database's `_samples` (`db=`, default `prometheus`, as
-//! remote_write) and the answer is a snappy block-compressed
-//! `ReadResponse` of raw samples (response type SAMPLES, which every
-//! Prometheus accepts; STREAMED_XOR_CHUNKS is not offered, so a client
-//! that accepts only chunks gets a 400 naming what is served).
+//! remote_write) and the answer is what the client lists first of the
+//! two response types: SAMPLES, a snappy block-compressed `ReadResponse`
+//! of raw samples (what Prometheus before 2.55 asks for), or
+//! STREAMED_XOR_CHUNKS, a stream of CRC-checked `ChunkedReadResponse`
+//! frames of XOR chunks ([`super::prom_chunks`]; Prometheus 2.55 and later
+//! list it first).
 
-use super::{content_encoding, error_response, parse_params, read_raw_body};
+use super::{content_encoding, error_response, parse_params, prom_chunks, read_raw_body};
 use crate::auth::{presented_token, Role};
 use crate::error::Error;
 use crate::metrics;
@@ -59,12 +61,22 @@ pub(crate) fn matchers_of(i: usize, q: &Query) -> Result<Vec<LabelMatcher>, Erro
         .collect()
 }
 
-/// Whether the client takes SAMPLES answers (an empty list means it does).
-pub(crate) fn accepts_samples(req: &ReadRequest) -> bool {
-    req.accepted_response_types.is_empty()
-        || req
-            .accepted_response_types
-            .contains(&(read_request::ResponseType::Samples as i32))
+/// The answer's type: the first the client lists that is served
+/// (Prometheus's `NegotiateResponseType`); SAMPLES when it lists none.
+pub(crate) fn response_type(req: &ReadRequest) -> Result<read_request::ResponseType, Error> {
+    if req.accepted_response_types.is_empty() {
+        return Ok(read_request::ResponseType::Samples);
+    }
+    req.accepted_response_types
+        .iter()
+        .find_map(|&t| read_request::ResponseType::try_from(t).ok())
+        .ok_or_else(|| {
+            Error::BadRequest(format!(
+                "none of the accepted response types {:?} is served; accept SAMPLES (0) or \
+                 STREAMED_XOR_CHUNKS (1)",
+                req.accepted_response_types
+            ))
+        })
 }
 
 /// One query's answer: series sorted by their labels, samples by time.
@@ -129,20 +141,16 @@ pub(crate) async fn read_prom(
         content_encoding(&headers, &["snappy"])?;
         let compressed = read_raw_body(&headers, body, limit).await?;
         let req = decode_request(&compressed, limit)?;
-        if !accepts_samples(&req) {
-            return Err(Error::BadRequest(
-                "this server answers remote_read with SAMPLES only; accept SAMPLES".into(),
-            ));
-        }
+        let kind = response_type(&req)?;
         let queries = req
             .queries
             .iter()
             .enumerate()
             .map(|(i, q)| Ok((matchers_of(i, q)?, q.start_timestamp_ms, q.end_timestamp_ms)))
             .collect::<Result<Vec<_>, Error>>()?;
-        Ok::<_, Error>((db, queries))
+        Ok::<_, Error>((db, queries, kind))
     };
-    let (db, queries) = match prep.await {
+    let (db, queries, kind) = match prep.await {
         Ok(x) => x,
         Err(e) => return error_response(ENDPOINT, &e),
     };
@@ -154,7 +162,7 @@ pub(crate) async fn read_prom(
     let mut results = Vec::with_capacity(queries.len());
     for (matchers, start, end) in queries {
         match source.select(&matchers, start, end).await {
-            Ok(series) => results.push(query_result(series)),
+            Ok(series) => results.push(series),
             Err(e) => {
                 return error_response(
                     ENDPOINT,
@@ -163,25 +171,49 @@ pub(crate) async fn read_prom(
             }
         }
     }
-    let raw = ReadResponse { results }.encode_to_vec();
-    let body = match snap::raw::Encoder::new().compress_vec(&raw) {
-        Ok(b) => b,
-        Err(e) => {
-            return error_response(
-                ENDPOINT,
-                &Error::Internal(format!("compressing the answer: {e}")),
-            )
-        }
+    let answer = match kind {
+        read_request::ResponseType::Samples => samples_answer(results),
+        read_request::ResponseType::StreamedXorChunks => Ok(chunks_answer(results)),
     };
-    metrics::REQUESTS
-        .with_label_values(&[ENDPOINT, "200"])
-        .inc();
-    (
+    match answer {
+        Ok(resp) => {
+            metrics::REQUESTS
+                .with_label_values(&[ENDPOINT, "200"])
+                .inc();
+            resp
+        }
+        Err(e) => error_response(ENDPOINT, &e),
+    }
+}
+
+/// SAMPLES: one snappy block-compressed `ReadResponse`.
+fn samples_answer(results: Vec<Vec<Series>>) -> Result<Response, Error> {
+    let results = results.into_iter().map(query_result).collect();
+    let raw = ReadResponse { results }.encode_to_vec();
+    let body = snap::raw::Encoder::new()
+        .compress_vec(&raw)
+        .map_err(|e| Error::Internal(format!("compressing the answer: {e}")))?;
+    Ok((
         StatusCode::OK,
         [
             (header::CONTENT_TYPE, "application/x-protobuf"),
             (header::CONTENT_ENCODING, "snappy"),
         ],
+        body,
+    )
+        .into_response())
+}
+
+/// STREAMED_XOR_CHUNKS: the frames of every query in order, not
+/// compressed (as Prometheus answers them).
+fn chunks_answer(results: Vec<Vec<Series>>) -> Response {
+    let mut body = Vec::new();
+    for (i, series) in results.into_iter().enumerate() {
+        prom_chunks::query_frames(i, series, prom_chunks::MAX_BYTES_IN_FRAME, &mut body);
+    }
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, prom_chunks::CONTENT_TYPE)],
         body,
     )
         .into_response()
@@ -247,14 +279,19 @@ mod tests {
     }
 
     #[test]
-    fn samples_must_be_accepted() {
-        let mut req = ReadRequest::default();
-        assert!(accepts_samples(&req));
-        req.accepted_response_types = vec![read_request::ResponseType::StreamedXorChunks as i32];
-        assert!(!accepts_samples(&req));
-        req.accepted_response_types
-            .push(read_request::ResponseType::Samples as i32);
-        assert!(accepts_samples(&req));
+    fn the_first_served_response_type_is_chosen() {
+        use read_request::ResponseType::{Samples, StreamedXorChunks};
+        let with = |types: &[i32]| ReadRequest {
+            accepted_response_types: types.to_vec(),
+            ..ReadRequest::default()
+        };
+        assert_eq!(response_type(&with(&[])).unwrap(), Samples);
+        let chunks_first = with(&[StreamedXorChunks as i32, Samples as i32]);
+        assert_eq!(response_type(&chunks_first).unwrap(), StreamedXorChunks);
+        assert_eq!(response_type(&with(&[Samples as i32, 1])).unwrap(), Samples);
+        assert_eq!(response_type(&with(&[7, 1])).unwrap(), StreamedXorChunks);
+        let e = response_type(&with(&[7])).unwrap_err().to_string();
+        assert!(e.contains("[7]") && e.contains("SAMPLES"), "{e}");
     }
 
     #[test]
