@@ -587,7 +587,9 @@ pub const RESTORE_PLURAL: &str = "shardhouserestores";
         type_ = "date",
         json_path = ".status.lastSuccessTime"
     ),
-    printcolumn(name = "Next", type_ = "date", json_path = ".status.nextScheduleTime")
+    // A string: kubectl prints a `date` column as the age since it, and
+    // a time still to come as `<invalid>`.
+    printcolumn(name = "Next", type_ = "string", json_path = ".status.nextScheduleTime")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ShardhouseBackupSpec {

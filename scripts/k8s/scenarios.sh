@@ -17,7 +17,13 @@
 #      first, the next only once the last is Ready (caught up); same checks.
 #   5. pod delete: `kubectl delete pod` of the node leading the most shards
 #      while writing; no acknowledged point lost.
-#   6. delete: the ShardhouseCluster goes, and with it every object it owns
+#   6. backup and restore: a ShardhouseBackup (run now by its annotation)
+#      takes a backup to a real S3 server (s3s-fs on the node's address,
+#      credentials from a Secret given to the operator and the node pods)
+#      while writing; a new ShardhouseCluster of 1 node at RF 1 and a
+#      ShardhouseRestore bring it back: every point acknowledged before the
+#      backup started is there, once.
+#   7. delete: the ShardhouseCluster goes, and with it every object it owns
 #      and every PVC (the finalizer; local PVs are Retain: Released, data
 #      kept on disk); `helm uninstall` leaves the namespace empty.
 # At the end every phase's acknowledged points are read back once more.
@@ -134,6 +140,7 @@ on_exit() {
     [ -f "$W/$n.pid" ] && kill "$(cat "$W/$n.pid")" 2>/dev/null || true
   done
   [ -n "${WATCH_PID:-}" ] && kill "$WATCH_PID" 2>/dev/null || true
+  [ -n "${S3_PID:-}" ] && kill "$S3_PID" 2>/dev/null || true
   if ((rc != 0)); then
     log "failed: operator log tail"
     k logs deploy/shardhouse-operator --tail=40 >&2 2>/dev/null || true
@@ -158,6 +165,7 @@ image:
   pullPolicy: Never
 operator:
   logLevel: info,kube=warn,shardhouse_operator=debug
+  backupCredentialsSecret: backup-s3
 cluster:
   enabled: true
   name: $C
@@ -168,6 +176,7 @@ cluster:
       replicas: 3
       cores: 1
       memory: 1536Mi
+      backupCredentialsSecret: backup-s3
       # a 2-core machine runs 5 node pods: reserve little, cap memory
       resources:
         requests: {cpu: 100m, memory: 256Mi}
@@ -184,6 +193,20 @@ cluster:
       image: $REG/shardhouse-etcd:$TAG
       storageSize: 1Gi
 EOF
+# Backups (scenario 6): a real S3 server on the node's address, which pods
+# reach like the API server; its credentials in a Secret that the chart
+# gives the operator and the cluster gives its node pods.
+S3S=$CACHE/bin/s3s-fs-0.14.1
+"$ROOT/scripts/deps.d/s3s-fs.sh" || fail "cannot build s3s-fs (scripts/deps.d/s3s-fs.sh)"
+S3_KEY=shardhouse S3_SECRET=shardhouse-k8s-backup S3_PORT=9000
+mkdir -p "$W/s3/backups"
+"$S3S" --host "$K8S_NODE_IP" --port "$S3_PORT" --access-key "$S3_KEY" --secret-key "$S3_SECRET" \
+  "$W/s3" >"$W/s3.log" 2>&1 &
+S3_PID=$!
+BACKUP_DEST="s3://backups/k8s?endpoint=http://$K8S_NODE_IP:$S3_PORT&path_style=true"
+kubectl create namespace "$NS" >/dev/null
+k create secret generic backup-s3 --from-literal=AWS_ACCESS_KEY_ID="$S3_KEY" \
+  --from-literal=AWS_SECRET_ACCESS_KEY="$S3_SECRET" --from-literal=AWS_REGION=us-east-1 >/dev/null
 helm install shardhouse "$ROOT/charts/shardhouse" -n "$NS" --create-namespace \
   -f "$W/values.yaml" --wait --timeout 5m >"$W/helm-install.out"
 log "helm: $(grep -E '^(STATUS|REVISION)' "$W/helm-install.out" | tr '\n' ' ')"
@@ -398,6 +421,103 @@ load_stop pod_delete "delete the pod of node $victim_id"
 scenarios=$((scenarios + 1))
 
 ###########################################################################
+log "6. backup while writing (ShardhouseBackup to S3), restore into 1 node at RF 1 (ShardhouseRestore)"
+t=$SECONDS
+load_start backup
+# Whole lines only: a line is written once its request was acknowledged.
+head -n "$(wc -l <"$W/backup.acks")" "$W/backup.acks" >"$W/backup-before.acks"
+cat <<EOF | kubectl apply -f - >/dev/null
+apiVersion: shardhouse.dev/v1alpha1
+kind: ShardhouseBackup
+metadata:
+  name: nightly
+  namespace: $NS
+  annotations:
+    shardhouse.dev/backup-now: "1"
+spec:
+  clusterRef: $C
+  schedule: "30 3 * * *"
+  destination: "$BACKUP_DEST"
+  retention: {keep: 3}
+  credentialsSecret: backup-s3
+EOF
+shb() { k get shb nightly -o "jsonpath=$1"; }
+backup_done() { [ -n "$(shb '{.status.lastSuccessTime}')" ]; }
+wait_until 300 "ShardhouseBackup nightly succeeded" backup_done
+sleep 3
+load_stop backup "a backup taken meanwhile"
+id=$(shb '{.status.lastBackup}')
+log "backup $id: $(shb '{.status.conditions[?(@.type=="Ready")].message}'), $(shb '{.status.lastDurationSeconds}') s"
+k get shb nightly >&2
+[ "$(shb '{.status.shards[*].shard}' | wc -w)" = "$SHARDS" ] || fail "backup status names shards $(shb '{.status.shards[*].shard}'), want $SHARDS"
+(($(shb '{.status.lastSizeBytes}') > 0)) || fail "backup status: size $(shb '{.status.lastSizeBytes}')"
+kubectl -n "$NS" get events --field-selector involvedObject.name=nightly -o jsonpath='{.items[*].reason}' |
+  grep -qw BackupSucceeded || fail "no BackupSucceeded Event for nightly"
+[ -e "$W/s3/backups/k8s/backups/$id.manifest" ] || fail "no manifest $id at the S3 server: $(find "$W/s3" -maxdepth 4 | head)"
+
+R=restored
+cat <<EOF | kubectl apply -f - >/dev/null
+apiVersion: shardhouse.dev/v1alpha1
+kind: ShardhouseCluster
+metadata:
+  name: $R
+  namespace: $NS
+spec:
+  image: {registry: $REG, tag: "$TAG", pullPolicy: Never}
+  shardCount: $SHARDS
+  replicationFactor: 1
+  nodes:
+    replicas: 1
+    cores: 1
+    memory: 1536Mi
+    backupCredentialsSecret: backup-s3
+    resources:
+      requests: {cpu: 100m, memory: 256Mi}
+      limits: {memory: 1536Mi}
+    storage: {size: 5Gi, storageClassName: $K8S_STORAGE_CLASS}
+  routers:
+    replicas: 1
+    cores: 1
+    memory: 512Mi
+    resources:
+      requests: {cpu: 100m, memory: 128Mi}
+      limits: {memory: 512Mi}
+  etcd:
+    image: $REG/shardhouse-etcd:$TAG
+    storageSize: 1Gi
+---
+apiVersion: shardhouse.dev/v1alpha1
+kind: ShardhouseRestore
+metadata:
+  name: $R-from-nightly
+  namespace: $NS
+spec:
+  clusterRef: $R
+  source: "$BACKUP_DEST"
+  backupId: "$id"
+  credentialsSecret: backup-s3
+EOF
+shr() { k get shr "$R-from-nightly" -o "jsonpath=$1"; }
+restore_done() { case $(shr '{.status.phase}') in Succeeded | Failed) return 0 ;; esac; return 1; }
+wait_until 600 "ShardhouseRestore $R-from-nightly done" restore_done
+[ "$(shr '{.status.phase}')" = Succeeded ] || fail "restore: $(shr '{.status.phase}'): $(shr '{.status.message}')"
+k get shr >&2
+log "restore: $(shr '{.status.message}')"
+ROUTER_MAIN=$ROUTER
+ROUTER=http://$(k get svc "$R-router" -o jsonpath='{.spec.clusterIP}'):8086
+# Every phase before this one, and the acks of this one before the backup.
+for n in "${LOADS[@]/#backup/backup-before}"; do
+  verify "$n"
+  ((lost == 0)) || fail "restore of $id: $lost points acknowledged before the backup started are missing (ack log $n)"
+done
+ROUTER=$ROUTER_MAIN
+k delete shr "$R-from-nightly" >/dev/null
+k delete shc "$R" --wait=true --timeout=300s >/dev/null
+k delete shb nightly >/dev/null
+log "backup and restore took $((SECONDS - t)) s"
+scenarios=$((scenarios + 1))
+
+###########################################################################
 log "every acknowledged point of every phase, read back again"
 for n in "${LOADS[@]}"; do
   verify "$n"
@@ -405,7 +525,7 @@ for n in "${LOADS[@]}"; do
 done
 
 ###########################################################################
-log "6. delete the ShardhouseCluster"
+log "7. delete the ShardhouseCluster"
 t=$SECONDS
 owned() {
   kubectl -n "$NS" get statefulsets,deployments,services,configmaps,poddisruptionbudgets,pods,pvc \
@@ -431,6 +551,7 @@ ns_empty || sleep 5
 ns_empty || log "still in $NS after helm uninstall: $(leftovers | tr -s ' ' | paste -sd';' -)"
 wait_until 120 "namespace $NS empty after helm uninstall" ns_empty
 ! kubectl get clusterrole shardhouse >/dev/null 2>&1 || fail "ClusterRole left after helm uninstall"
+k delete secret backup-s3 >/dev/null
 scenarios=$((scenarios + 1))
 
 log "results (JSON lines): $RESULTS"
