@@ -442,6 +442,17 @@ fn invalid_utf8_rejects_only_its_line_with_its_number() {
 }
 
 #[test]
+fn a_long_measurement_is_stored_in_full_and_matches_the_model() {
+    // Longer than an error message's excerpt (64 characters): a Prometheus
+    // metric such as prometheus_remote_storage_string_interner_zero_reference_releases_total.
+    let name = format!("m{}", "x".repeat(99));
+    let body = format!("{name},host=a v=1 5\n");
+    let got = actual(body.as_bytes());
+    assert_eq!(got.tables[0].measurement, name);
+    assert_eq!(got, model(body.as_bytes()));
+}
+
+#[test]
 fn cardinality_limit_rejects_new_series_only() {
     let limits = Cardinality::new(2);
     let db = limits.db("db").unwrap();

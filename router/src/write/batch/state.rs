@@ -6,7 +6,7 @@
 //! instead (`crate::write::series_cache`) and skips all of it.
 
 use super::columns::{FieldTarget, TableBuilder};
-use super::{lossy, name_error, RejectReason, Rejection};
+use super::{name_error, RejectReason, Rejection};
 use crate::write::cardinality::DbSeries;
 use crate::write::series_cache::{self, DbCache, NewEntry};
 use shardhouse_common::lineproto::{same_bytes, FieldType, Precision, SeriesParser};
@@ -422,7 +422,8 @@ impl<'a> BatchState<'a> {
             None => {
                 let m = self.measurements.len() as u32;
                 self.measurements.push(MeasurementSchema {
-                    name: lossy(measurement),
+                    // The stored name, in full (an excerpt is for messages).
+                    name: String::from_utf8_lossy(measurement).into_owned(),
                     raw: measurement.into(),
                     fields: Vec::new(),
                 });
