@@ -7,9 +7,11 @@ use shardhouse_common::proto::{
     storage_op, tag_expr, tag_match, DeletePoints, StorageOp, TagExpr, TagExprList, TagMatch,
 };
 
+use crate::error::{Error, Result};
+
 /// Parses a retention: InfluxQL duration literals (`90m`, `1h30m`, `7d`,
 /// `2w`), `INF` or `0` for "keep forever". Returns nanoseconds.
-pub fn parse_retention(text: &str) -> std::result::Result<i64, String> {
+pub fn parse_retention(text: &str) -> Result<i64> {
     let t = text.trim();
     if t.eq_ignore_ascii_case("inf") || t == "0" {
         return Ok(0);
@@ -17,18 +19,20 @@ pub fn parse_retention(text: &str) -> std::result::Result<i64, String> {
     let mut total: i128 = 0;
     let mut rest = t;
     if rest.is_empty() {
-        return Err("a retention is empty; use a duration such as 7d, 12h or INF".into());
+        return Err(Error::BadRequest(
+            "a retention is empty; use a duration such as 7d, 12h or INF".into(),
+        ));
     }
     while !rest.is_empty() {
         let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
         if digits == 0 {
-            return Err(format!(
+            return Err(Error::BadRequest(format!(
                 "retention {t:?} is not a duration: expected a number at {rest:?} (use e.g. 7d, 12h, 90m or INF)"
-            ));
+            )));
         }
         let n: i128 = rest[..digits]
             .parse()
-            .map_err(|_| format!("retention {t:?}: number too large"))?;
+            .map_err(|_| Error::BadRequest(format!("retention {t:?}: number too large")))?;
         rest = &rest[digits..];
         let unit_len = rest
             .char_indices()
@@ -44,15 +48,15 @@ pub fn parse_retention(text: &str) -> std::result::Result<i64, String> {
             "d" => 86_400_000_000_000,
             "w" => 604_800_000_000_000,
             other => {
-                return Err(format!(
+                return Err(Error::BadRequest(format!(
                     "retention {t:?}: unknown unit {other:?} (use ns, u, ms, s, m, h, d or w)"
-                ))
+                )))
             }
         };
         rest = &rest[unit_len..];
         total += n * unit;
     }
-    i64::try_from(total).map_err(|_| format!("retention {t:?} is too long"))
+    i64::try_from(total).map_err(|_| Error::BadRequest(format!("retention {t:?} is too long")))
 }
 
 /// `1h30m0s`-style rendering (Go's, as InfluxDB prints retentions); `0s`
@@ -94,7 +98,7 @@ pub struct DeleteBody {
 }
 
 /// The storage operation of a delete request.
-pub fn delete_op(database: &str, body: DeleteBody) -> std::result::Result<StorageOp, String> {
+pub fn delete_op(database: &str, body: DeleteBody) -> Result<StorageOp> {
     let mut items = Vec::with_capacity(body.tags.len());
     for c in body.tags {
         let op = match c.op.as_str() {
@@ -103,10 +107,10 @@ pub fn delete_op(database: &str, body: DeleteBody) -> std::result::Result<Storag
             "=~" => tag_match::Op::Regex,
             "!~" => tag_match::Op::NotRegex,
             other => {
-                return Err(format!(
+                return Err(Error::BadRequest(format!(
                     "tag condition on {:?}: unknown operator {other:?} (use =, !=, =~ or !~)",
                     c.key
-                ))
+                )))
             }
         };
         items.push(TagExpr {
@@ -142,17 +146,22 @@ mod tests {
 
     #[test]
     fn retentions_parse_like_influxql_durations() {
-        assert_eq!(parse_retention("INF"), Ok(0));
-        assert_eq!(parse_retention("0"), Ok(0));
-        assert_eq!(parse_retention("1h30m"), Ok(5_400_000_000_000));
-        assert_eq!(parse_retention("7d"), Ok(604_800_000_000_000));
-        assert!(parse_retention("7x").unwrap_err().contains("unknown unit"));
+        assert_eq!(parse_retention("INF").unwrap(), 0);
+        assert_eq!(parse_retention("0").unwrap(), 0);
+        assert_eq!(parse_retention("1h30m").unwrap(), 5_400_000_000_000);
+        assert_eq!(parse_retention("7d").unwrap(), 604_800_000_000_000);
+        assert!(parse_retention("7x")
+            .unwrap_err()
+            .to_string()
+            .contains("unknown unit"));
         assert!(parse_retention("h")
             .unwrap_err()
+            .to_string()
             .contains("expected a number"));
         assert!(parse_retention("").is_err());
         assert!(parse_retention("99999999999w")
             .unwrap_err()
+            .to_string()
             .contains("too long"));
         assert_eq!(format_retention(5_400_000_000_000), "1h30m0s");
         assert_eq!(format_retention(0), "0s");
@@ -190,6 +199,7 @@ mod tests {
         };
         assert!(delete_op("db", bad)
             .unwrap_err()
+            .to_string()
             .contains("unknown operator"));
     }
 }

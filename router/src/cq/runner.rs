@@ -22,12 +22,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// Runs one window's `SELECT ... INTO` in a database at `now` through the
 /// read and write paths (`read::influx` provides it; taking it as a
 /// function keeps this module free of the read path).
-pub type RunSelect = for<'a> fn(
-    &'a Router,
-    &'a str,
-    SelectStatement,
-    i64,
-) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>>;
+pub type RunSelect =
+    for<'a> fn(
+        &'a Router,
+        &'a str,
+        SelectStatement,
+        i64,
+    ) -> Pin<Box<dyn Future<Output = Result<(), crate::error::Error>> + Send + 'a>>;
 
 const LEASE_TTL_SECS: i64 = 10;
 const TICK: Duration = Duration::from_secs(1);

@@ -99,7 +99,7 @@ pub async fn databases(
             })
         } else {
             let retention_ns = match params.get("retention") {
-                Some(t) => parse_retention(t).map_err(Error::BadRequest)?,
+                Some(t) => parse_retention(t)?,
                 None => 0,
             };
             storage_op::Op::CreateDatabase(CreateDatabase {
@@ -124,8 +124,7 @@ pub async fn retention(
     let res = async {
         let params = authorized_params(&r, query.as_deref(), &headers, Role::Admin)?;
         let db = database_param(&params)?;
-        let retention_ns =
-            parse_retention(required(&params, "retention")?).map_err(Error::BadRequest)?;
+        let retention_ns = parse_retention(required(&params, "retention")?)?;
         let op = storage_op::Op::SetRetention(SetRetention {
             database: db.clone(),
             retention_ns,
@@ -183,7 +182,7 @@ pub async fn delete(
             serde_json::from_slice(&bytes)
                 .map_err(|e| Error::BadRequest(format!("the delete body is not valid: {e}")))?
         };
-        let op = delete_op(&db, body).map_err(Error::BadRequest)?;
+        let op = delete_op(&db, body)?;
         r.cluster.storage_all(&op).await?;
         Ok(ok_json(serde_json::json!({ "ok": true })))
     }

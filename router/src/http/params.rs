@@ -38,21 +38,29 @@ pub fn parse_params(raw: Option<&str>) -> Result<Params> {
         .collect())
 }
 
+/// Why a URL component cannot be decoded (the text follows the
+/// parameter's name in the 400's message).
+#[derive(Debug, thiserror::Error)]
+enum BadEscape {
+    #[error("has an invalid percent-escape {bad:?} at byte {at}: encode `%` as `%25`")]
+    Invalid { bad: String, at: usize },
+    #[error("is not UTF-8 once percent-decoded")]
+    NotUtf8,
+}
+
 /// Whether every `%` of a URL component starts a valid escape and the
 /// decoded bytes are UTF-8.
-fn check_escapes(component: &str) -> std::result::Result<(), String> {
+fn check_escapes(component: &str) -> std::result::Result<(), BadEscape> {
     let b = component.as_bytes();
     for (i, _) in b.iter().enumerate().filter(|(_, &c)| c == b'%') {
         let valid = b.len() > i + 2 && b[i + 1].is_ascii_hexdigit() && b[i + 2].is_ascii_hexdigit();
         if !valid {
             let bad: String = component[i..].chars().take(3).collect();
-            return Err(format!(
-                "has an invalid percent-escape {bad:?} at byte {i}: encode `%` as `%25`"
-            ));
+            return Err(BadEscape::Invalid { bad, at: i });
         }
     }
     if percent_encoding::percent_decode(b).decode_utf8().is_err() {
-        return Err("is not UTF-8 once percent-decoded".into());
+        return Err(BadEscape::NotUtf8);
     }
     Ok(())
 }

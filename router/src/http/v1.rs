@@ -167,8 +167,9 @@ async fn answer(
     };
     let chunked = params.get("chunked").is_some_and(|c| c == "true");
     let chunk_size = encode::chunk_size(params.get("chunk_size").map(String::as_str));
-    let results =
-        influx::run_statements(&ctx, &parsed.statements, chunked.then_some(chunk_size)).await;
+    let results = influx::run_statements(&ctx, &parsed.statements, chunked.then_some(chunk_size))
+        .await
+        .map_err(|e| (e.status(), e.to_string()))?;
     let csv = headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())

@@ -9,9 +9,9 @@ use shardhouse_influxql::time::split_condition;
 use shardhouse_influxql::{BinaryOp, Expr, SelectStatement};
 
 use super::fetch::{self, int_at};
-use super::select::StmtResult;
 use super::sqlgen::{self, FactQuery};
 use super::Ctx;
+use crate::error::Result;
 use shardhouse_influxql::time::TimeRange;
 
 /// The time of the earliest point of `measurement` in `range` whose series
@@ -23,7 +23,7 @@ pub(super) async fn first_time(
     samples: bool,
     range: TimeRange,
     tag_condition: Option<&str>,
-) -> StmtResult<Option<i64>> {
+) -> Result<Option<i64>> {
     let inner = sqlgen::fact_sql(&FactQuery {
         measurement,
         samples,
@@ -36,9 +36,7 @@ pub(super) async fn first_time(
     });
     let t = shardhouse_common::names::sql_ident(sqlgen::TIME_COLUMN);
     let sql = format!("SELECT min({t}), count() FROM ({inner})");
-    let answers = fetch::on_every_shard(ctx.router, database, &sql, ctx.deadline)
-        .await
-        .map_err(|e| e.to_string())?;
+    let answers = fetch::on_every_shard(ctx.router, database, &sql, ctx.deadline).await?;
     let mut first: Option<i64> = None;
     for (_, batches) in &answers {
         for b in batches {
@@ -58,12 +56,12 @@ pub(super) async fn first_time(
 pub(super) fn with_outer_time(
     inner: &SelectStatement,
     outer: &SelectStatement,
-) -> StmtResult<SelectStatement> {
+) -> Result<SelectStatement> {
     let mut out = inner.clone();
     let Some(c) = &outer.condition else {
         return Ok(out);
     };
-    let parts = split_condition(c, |_| false).map_err(|e| e.to_string())?;
+    let parts = split_condition(c, |_| false)?;
     if let Some(time) = parts.time {
         out.condition = Some(match out.condition.take() {
             Some(own) => Expr::Binary {

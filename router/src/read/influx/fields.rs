@@ -8,8 +8,9 @@ use std::collections::BTreeSet;
 use shardhouse_eval::{Aggregate, Gathered, Transform};
 use shardhouse_influxql::{Call, DataType, Expr, Field, VarRef};
 
-use super::select::{Schema, StmtResult};
+use super::select::Schema;
 use super::sqlgen;
+use crate::error::{Error, Result};
 
 /// Where an output column's values come from.
 #[derive(Debug, Clone)]
@@ -89,7 +90,7 @@ pub(super) fn plan_fields(
     tag_keys: &BTreeSet<String>,
     interval: Option<i64>,
     alone: bool,
-) -> StmtResult<Planned> {
+) -> Result<Planned> {
     let has_call = fields.iter().any(|f| contains_call(&f.expr));
     let mut expanded: Vec<Field> = Vec::new();
     for f in fields {
@@ -115,7 +116,7 @@ pub(super) fn plan_fields(
                 }
             }
             Expr::Regex(re) => {
-                let p = regex::Regex::new(&re.0).map_err(|e| e.to_string())?;
+                let p = regex::Regex::new(&re.0)?;
                 for name in schema.fields.keys().filter(|n| p.is_match(n)) {
                     expanded.push(Field::new(Expr::var(name)));
                 }
@@ -123,7 +124,7 @@ pub(super) fn plan_fields(
             Expr::Call(c) if matches!(c.args.first(), Some(Expr::Wildcard(_) | Expr::Regex(_))) => {
                 let matches: Vec<&String> = match &c.args[0] {
                     Expr::Regex(re) => {
-                        let p = regex::Regex::new(&re.0).map_err(|e| e.to_string())?;
+                        let p = regex::Regex::new(&re.0)?;
                         schema.fields.keys().filter(|n| p.is_match(n)).collect()
                     }
                     _ => schema.fields.keys().collect(),
@@ -166,11 +167,11 @@ fn plan_call(
     schema: &Schema,
     interval: Option<i64>,
     slots: &mut Vec<Slot>,
-) -> StmtResult<Plan> {
+) -> Result<Plan> {
     let (c, transform) = match Aggregate::from_call(c) {
         Ok(_) => (c, None),
         Err(_) => {
-            let (t, inner) = Transform::from_call(c, interval).map_err(|e| e.to_string())?;
+            let (t, inner) = Transform::from_call(c, interval)?;
             match inner {
                 Expr::Call(inner) => (inner, Some(t)),
                 other => {
@@ -182,7 +183,7 @@ fn plan_call(
             }
         }
     };
-    let agg = Aggregate::from_call(c).map_err(|e| e.to_string())?;
+    let agg = Aggregate::from_call(c)?;
     let arg = field_argument(c)?;
     Ok(Plan::Aggregate {
         agg,
@@ -230,7 +231,7 @@ fn plan_expanded(
     schema: &Schema,
     tag_keys: &BTreeSet<String>,
     interval: Option<i64>,
-) -> StmtResult<Planned> {
+) -> Result<Planned> {
     let fields: Vec<Field> = expanded;
     let is_time =
         |f: &Field| matches!(&f.expr, Expr::VarRef(v) if v.name.eq_ignore_ascii_case("time"));
@@ -275,7 +276,11 @@ fn plan_expanded(
                 });
                 outputs.push(Output::Plan(plans.len() - 1));
             }
-            other => return Err(format!("unsupported field expression: {other}")),
+            other => {
+                return Err(Error::statement(format!(
+                    "unsupported field expression: {other}"
+                )))
+            }
         }
     }
     // The selector's points carry the other columns.
@@ -301,7 +306,7 @@ fn plan_expanded(
 
 /// `top`/`bottom` may not ask for more points than the statement's
 /// `LIMIT` (InfluxDB's check and words).
-pub(super) fn check_top_limit(fields: &[Field], limit: Option<u64>) -> StmtResult<()> {
+pub(super) fn check_top_limit(fields: &[Field], limit: Option<u64>) -> Result<()> {
     let Some(limit) = limit.filter(|l| *l > 0) else {
         return Ok(());
     };
@@ -311,10 +316,10 @@ pub(super) fn check_top_limit(fields: &[Field], limit: Option<u64>) -> StmtResul
                 Aggregate::from_call(c)
             {
                 if n as u64 > limit {
-                    return Err(format!(
+                    return Err(Error::statement(format!(
                         "limit ({n}) in {} function can not be larger than the LIMIT ({limit}) in the select statement",
                         c.name
-                    ));
+                    )));
                 }
             }
         }
@@ -330,7 +335,7 @@ fn check_mixing(
     outputs: &[Output],
     tag_keys: &BTreeSet<String>,
     types_known: bool,
-) -> StmtResult<()> {
+) -> Result<()> {
     let distinct = fields
         .iter()
         .any(|f| matches!(&f.expr, Expr::Call(c) if c.name == "distinct"));
@@ -339,10 +344,9 @@ fn check_mixing(
         .filter(|f| !matches!(&f.expr, Expr::VarRef(v) if v.name.eq_ignore_ascii_case("time")))
         .count();
     if distinct && others > 1 {
-        return Err(
-            "aggregate function distinct() cannot be combined with other functions or fields"
-                .into(),
-        );
+        return Err(Error::statement(
+            "aggregate function distinct() cannot be combined with other functions or fields",
+        ));
     }
     // Without a table (a Prometheus metric, or a measurement no shard
     // knows) a name that is not `value` may be a label or nothing: InfluxDB
@@ -353,7 +357,9 @@ fn check_mixing(
             Slot::Sql(_) => false,
         });
     if types_known && !plans.is_empty() && !reads_field(slots, plans) && only_tags {
-        return Err("statement must have at least one field in select clause".into());
+        return Err(Error::statement(
+            "statement must have at least one field in select clause",
+        ));
     }
     fn bare_var(e: &Expr) -> bool {
         match e {
@@ -371,7 +377,9 @@ fn check_mixing(
     });
     let aggregate = plans.iter().any(|p| matches!(p, Plan::Aggregate { .. }));
     if raw && aggregate {
-        return Err("mixing aggregate and non-aggregate queries is not supported".into());
+        return Err(Error::statement(
+            "mixing aggregate and non-aggregate queries is not supported",
+        ));
     }
     Ok(())
 }
@@ -386,16 +394,25 @@ fn reads_field(slots: &[Slot], plans: &[Plan]) -> bool {
 }
 
 /// The field an aggregate reads: `f` in `mean(f)`, `count(distinct(f))`.
-fn field_argument(c: &Call) -> StmtResult<Expr> {
+fn field_argument(c: &Call) -> Result<Expr> {
     match c.args.first() {
         Some(Expr::VarRef(v)) => Ok(Expr::VarRef(v.clone())),
         Some(Expr::Call(inner)) if inner.name == "distinct" => match inner.args.first() {
             Some(Expr::VarRef(v)) => Ok(Expr::VarRef(v.clone())),
-            _ => Err(format!("expected field argument in {}()", inner.name)),
+            _ => Err(Error::statement(format!(
+                "expected field argument in {}()",
+                inner.name
+            ))),
         },
         // InfluxDB's words.
-        Some(_) => Err(format!("expected field argument in {}()", c.name)),
-        None => Err(format!("{}() needs a field argument", c.name)),
+        Some(_) => Err(Error::statement(format!(
+            "expected field argument in {}()",
+            c.name
+        ))),
+        None => Err(Error::statement(format!(
+            "{}() needs a field argument",
+            c.name
+        ))),
     }
 }
 
@@ -480,7 +497,7 @@ mod tests {
         );
     }
 
-    fn plan(q: &str, schema: &Schema) -> StmtResult<Planned> {
+    fn plan(q: &str, schema: &Schema) -> Result<Planned> {
         let shardhouse_influxql::Statement::Select(s) =
             shardhouse_influxql::parse_statement(q).unwrap()
         else {
@@ -503,7 +520,7 @@ mod tests {
             panic!("not a select");
         };
         assert_eq!(
-            check_top_limit(&s.fields, s.limit).unwrap_err(),
+            check_top_limit(&s.fields, s.limit).unwrap_err().to_string(),
             "limit (3) in top function can not be larger than the LIMIT (2) in the select statement"
         );
         assert!(check_top_limit(&s.fields, Some(3)).is_ok());
@@ -518,7 +535,10 @@ mod tests {
         assert!(matches!(&p.outputs[0], Output::Math { inputs, .. } if inputs == &[0, 1]));
         assert!(matches!(&p.outputs[1], Output::Math { inputs, .. } if inputs == &[2]));
         assert_eq!(
-            plan("SELECT max(v) + v FROM m", &s).err().unwrap(),
+            plan("SELECT max(v) + v FROM m", &s)
+                .err()
+                .unwrap()
+                .to_string(),
             "mixing aggregate and non-aggregate queries is not supported"
         );
     }
@@ -547,15 +567,21 @@ mod tests {
         };
         assert_eq!(aux_slots.len(), 2);
         assert_eq!(
-            plan("SELECT tx, mean(rx) FROM m", &s).err().unwrap(),
+            plan("SELECT tx, mean(rx) FROM m", &s)
+                .err()
+                .unwrap()
+                .to_string(),
             "mixing aggregate and non-aggregate queries is not supported"
         );
         assert_eq!(
-            plan("SELECT tx, distinct(rx) FROM m", &s).err().unwrap(),
+            plan("SELECT tx, distinct(rx) FROM m", &s)
+                .err()
+                .unwrap()
+                .to_string(),
             "aggregate function distinct() cannot be combined with other functions or fields"
         );
         assert_eq!(
-            plan("SELECT host FROM m", &s).err().unwrap(),
+            plan("SELECT host FROM m", &s).err().unwrap().to_string(),
             "statement must have at least one field in select clause"
         );
         // Beside other measurements, one where the name is a tag adds no
@@ -581,15 +607,24 @@ mod tests {
         }
         // An aggregate of something other than a field: InfluxDB's words.
         assert_eq!(
-            plan("SELECT count(2) FROM m", &s).err().unwrap(),
+            plan("SELECT count(2) FROM m", &s)
+                .err()
+                .unwrap()
+                .to_string(),
             "expected field argument in count()"
         );
         assert_eq!(
-            plan("SELECT max(mean(rx)) FROM m", &s).err().unwrap(),
+            plan("SELECT max(mean(rx)) FROM m", &s)
+                .err()
+                .unwrap()
+                .to_string(),
             "expected field argument in max()"
         );
         assert_eq!(
-            plan("SELECT count(distinct(2)) FROM m", &s).err().unwrap(),
+            plan("SELECT count(distinct(2)) FROM m", &s)
+                .err()
+                .unwrap()
+                .to_string(),
             "expected field argument in distinct()"
         );
         // What `select::schema` gives a measurement with no table.

@@ -13,9 +13,9 @@ use shardhouse_common::lineproto::{FieldValue, OwnedFieldValue, Precision};
 use shardhouse_eval::{Series, Value};
 use shardhouse_influxql::{Expr, IntoClause, SelectStatement};
 
-use super::select::{self, StmtResult};
+use super::select;
 use super::Ctx;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::state::Router;
 use crate::write::WriteOutcome;
 
@@ -29,7 +29,7 @@ pub struct IntoPoint {
 }
 
 /// Runs a `SELECT ... INTO`.
-pub async fn run(ctx: &Ctx<'_>, stmt: &SelectStatement) -> StmtResult<Vec<Series>> {
+pub async fn run(ctx: &Ctx<'_>, stmt: &SelectStatement) -> Result<Vec<Series>> {
     let Some(into) = &stmt.into else {
         return select::run(ctx, stmt).await;
     };
@@ -39,7 +39,7 @@ pub async fn run(ctx: &Ctx<'_>, stmt: &SelectStatement) -> StmtResult<Vec<Series
         .filter(|d| !d.is_empty())
         .unwrap_or(ctx.database);
     if database.is_empty() {
-        return Err("no database in target".into());
+        return Err(Error::statement("no database in target"));
     }
     let query = SelectStatement {
         into: None,
@@ -56,10 +56,9 @@ pub async fn run(ctx: &Ctx<'_>, stmt: &SelectStatement) -> StmtResult<Vec<Series
             into.retention_policy.as_deref(),
             &points,
         )
-        .await
-        .map_err(|e| e.to_string())?;
+        .await?;
         if let Some(e) = outcome.partial_error("point") {
-            return Err(e.to_string());
+            return Err(Error::statement(e));
         }
         outcome.summary.points
     };

@@ -15,9 +15,9 @@ use shardhouse_influxql::{
 };
 
 use super::fetch::{self, text_at};
-use super::select::StmtResult;
 use super::sqlgen::Ref;
 use super::Ctx;
+use crate::error::{Error, Result};
 
 mod cardinality;
 mod continuous;
@@ -36,7 +36,7 @@ pub use series_index::{measurement_names, series_key};
 use storage_ops::{apply, delete};
 
 /// Runs a non-`SELECT` statement.
-pub async fn run(ctx: &Ctx<'_>, stmt: &Statement) -> StmtResult<Vec<Series>> {
+pub async fn run(ctx: &Ctx<'_>, stmt: &Statement) -> Result<Vec<Series>> {
     let out = run_statement(ctx, stmt).await?;
     // An empty SHOW on a database nobody holds is InfluxDB's "database not
     // found" (asked only then, so answered SHOWs cost nothing more).
@@ -53,14 +53,14 @@ pub async fn run(ctx: &Ctx<'_>, stmt: &Statement) -> StmtResult<Vec<Series>> {
         if out.iter().all(|s| s.values.is_empty()) {
             let db = database_of(ctx, on)?;
             if !super::select::database_exists(ctx, &db).await? {
-                return Err(format!("database not found: {db}"));
+                return Err(Error::NotFound(format!("database not found: {db}")));
             }
         }
     }
     Ok(out)
 }
 
-async fn run_statement(ctx: &Ctx<'_>, stmt: &Statement) -> StmtResult<Vec<Series>> {
+async fn run_statement(ctx: &Ctx<'_>, stmt: &Statement) -> Result<Vec<Series>> {
     if let Some(out) = policies::run(ctx, stmt).await {
         return out;
     }
@@ -129,15 +129,15 @@ async fn run_statement(ctx: &Ctx<'_>, stmt: &Statement) -> StmtResult<Vec<Series
         Statement::User(u) => users::run(ctx, u).await,
         Statement::Delete(f) => delete(ctx, f, false).await,
         Statement::DropSeries(f) => delete(ctx, f, true).await,
-        other => Err(format!(
+        other => Err(Error::statement(format!(
             "{} is not supported by Shardhouse",
             statement_name(other)
-        )),
+        ))),
     }
 }
 
 /// `SHOW TAG KEYS`: tag keys per measurement.
-async fn tag_keys(ctx: &Ctx<'_>, k: &ShowTagKeys, scope: Scope) -> StmtResult<Vec<Series>> {
+async fn tag_keys(ctx: &Ctx<'_>, k: &ShowTagKeys, scope: Scope) -> Result<Vec<Series>> {
     let storages = storages_of(ctx, k.database.as_deref(), scope)?;
     let mut sql = "SELECT measurement, arrayJoin(arrayMap(x -> toString(x), mapKeys(tags))) AS k FROM _series".to_string();
     push_where(&mut sql, &k.from, k.condition.as_ref(), ctx.now)?;
@@ -153,7 +153,7 @@ async fn tag_keys(ctx: &Ctx<'_>, k: &ShowTagKeys, scope: Scope) -> StmtResult<Ve
 }
 
 /// `SHOW SERIES`: series keys.
-async fn series(ctx: &Ctx<'_>, q: &ShowSeries, scope: Scope) -> StmtResult<Vec<Series>> {
+async fn series(ctx: &Ctx<'_>, q: &ShowSeries, scope: Scope) -> Result<Vec<Series>> {
     let storages = storages_of(ctx, q.database.as_deref(), scope)?;
     let mut sql = "SELECT measurement, arrayMap(x -> toString(x), mapKeys(tags)), mapValues(tags) FROM _series".to_string();
     push_where(&mut sql, &q.from, q.condition.as_ref(), ctx.now)?;
@@ -182,9 +182,11 @@ async fn measurements(
     m: &ShowMeasurements,
     scope: Scope,
     by_series: bool,
-) -> StmtResult<Vec<Series>> {
+) -> Result<Vec<Series>> {
     if m.condition.as_ref().is_some_and(cardinality::mentions_time) {
-        return Err("SHOW MEASUREMENTS doesn't support time in WHERE clause".into());
+        return Err(Error::statement(
+            "SHOW MEASUREMENTS doesn't support time in WHERE clause",
+        ));
     }
     let storages = storages_of(ctx, m.database.as_deref(), scope)?;
     let mut names = match &m.condition {
@@ -195,9 +197,7 @@ async fn measurements(
             let mut answers = Vec::new();
             for db in &storages {
                 answers.extend(
-                    fetch::on_every_shard(ctx.router, db, &filter.sql(), ctx.deadline)
-                        .await
-                        .map_err(|e| e.to_string())?,
+                    fetch::on_every_shard(ctx.router, db, &filter.sql(), ctx.deadline).await?,
                 );
             }
             for b in answers.iter().flat_map(|(_, batches)| batches) {
@@ -245,7 +245,7 @@ async fn tag_values(
     t: &ShowTagValues,
     scope: Scope,
     strict: bool,
-) -> StmtResult<Vec<Series>> {
+) -> Result<Vec<Series>> {
     let storages = storages_of(ctx, t.database.as_deref(), scope)?;
     let sql = tag_values_sql(t, ctx.now, strict)?;
     let pairs = string_pairs(ctx, &storages, &sql).await?;
@@ -262,7 +262,7 @@ async fn tag_values(
 }
 
 /// The `_series` query of [`tag_values`]: (measurement, key NUL value).
-fn tag_values_sql(t: &ShowTagValues, now: i64, strict: bool) -> StmtResult<String> {
+fn tag_values_sql(t: &ShowTagValues, now: i64, strict: bool) -> Result<String> {
     let mut sql = "SELECT measurement, concat(toString(k), '\\0', v) FROM _series ARRAY JOIN mapKeys(tags) AS k, mapValues(tags) AS v".to_string();
     let key_cond = match &t.key {
         TagKeyMatch::Eq(k) => format!("k = {}", sql_literal(k)),
@@ -327,7 +327,7 @@ fn scope_of(stmt: &Statement) -> Scope {
 }
 
 /// The storages a SHOW of `scope` reads.
-fn storages_of(ctx: &Ctx<'_>, on: Option<&str>, scope: Scope) -> StmtResult<Vec<String>> {
+fn storages_of(ctx: &Ctx<'_>, on: Option<&str>, scope: Scope) -> Result<Vec<String>> {
     match scope {
         Scope::Database => Ok(ctx.router.policies.storages(&database_of(ctx, on)?)),
         Scope::Policy => Ok(vec![storage_of(ctx, on)?]),
@@ -337,18 +337,18 @@ fn storages_of(ctx: &Ctx<'_>, on: Option<&str>, scope: Scope) -> StmtResult<Vec<
 /// The storage a SHOW reads: the default retention policy's of the
 /// statement's database (`ON db`, else the request's `db`), or the
 /// request's `rp`.
-fn storage_of(ctx: &Ctx<'_>, on: Option<&str>) -> StmtResult<String> {
+fn storage_of(ctx: &Ctx<'_>, on: Option<&str>) -> Result<String> {
     let db = database_of(ctx, on)?;
     ctx.router
         .policies
         .storage(&db, ctx.retention_policy)
-        .map_err(|e| e.to_string())
+        .map_err(Error::from)
 }
 
 /// The statement's database: `ON db`, else the request's `db`.
-fn database_of(ctx: &Ctx<'_>, on: Option<&str>) -> StmtResult<String> {
+fn database_of(ctx: &Ctx<'_>, on: Option<&str>) -> Result<String> {
     match on.filter(|d| !d.is_empty()).unwrap_or(ctx.database) {
-        "" => Err("database name required".into()),
+        "" => Err(Error::statement("database name required")),
         db => Ok(db.to_owned()),
     }
 }

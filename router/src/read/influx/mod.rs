@@ -21,6 +21,7 @@ use shardhouse_eval::encode::{self, CsvWriter, Format, StatementResult};
 use shardhouse_influxql::{ParamValue, Params, Statement};
 use tokio::time::Instant;
 
+use crate::error::{Error, Result};
 use crate::state::Router;
 
 pub use meta::series_key;
@@ -59,7 +60,7 @@ pub fn run_cq_select<'a>(
     database: &'a str,
     select: shardhouse_influxql::SelectStatement,
     now: i64,
-) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send + 'a>> {
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<()>> + Send + 'a>> {
     Box::pin(async move {
         let ctx = Ctx {
             router,
@@ -71,30 +72,35 @@ pub fn run_cq_select<'a>(
             max_points: router.options.query_max_points,
             access: None,
         };
-        let results = run_statements(&ctx, &[Statement::Select(Box::new(select))], None).await;
-        match results.into_iter().find_map(|r| r.error) {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
+        outcome(&ctx, &Statement::Select(Box::new(select)))
+            .await
+            .map(|_| ())
     })
+}
+
+/// One statement's series.
+async fn outcome(ctx: &Ctx<'_>, stmt: &Statement) -> Result<Vec<shardhouse_eval::Series>> {
+    match stmt {
+        Statement::Select(s) if s.into.is_some() => into::run(ctx, s).await,
+        Statement::Select(s) => select::run(ctx, s).await,
+        other => meta::run(ctx, other).await,
+    }
 }
 
 /// Runs the statements one after the other, as InfluxDB does: a failing
 /// statement's error is its result and ends the request. `chunk_size`:
-/// each statement's series cut into results of that many rows.
+/// each statement's series cut into results of that many rows. An error
+/// that is not the statement's (a shard that cannot answer, etcd out of
+/// reach, a bug) is returned instead: the request fails with its status,
+/// never a 200 with an error string.
 pub async fn run_statements(
     ctx: &Ctx<'_>,
     statements: &[Statement],
     chunk_size: Option<usize>,
-) -> Vec<StatementResult> {
+) -> Result<Vec<StatementResult>> {
     let mut results: Vec<StatementResult> = Vec::new();
     for (i, stmt) in statements.iter().enumerate() {
-        let outcome = match stmt {
-            Statement::Select(s) if s.into.is_some() => into::run(ctx, s).await,
-            Statement::Select(s) => select::run(ctx, s).await,
-            other => meta::run(ctx, other).await,
-        };
-        match outcome {
+        match outcome(ctx, stmt).await {
             Ok(series) => match chunk_size {
                 Some(size) => results.extend(encode::chunk(i, series, size)),
                 None => results.push(StatementResult {
@@ -103,14 +109,15 @@ pub async fn run_statements(
                     ..StatementResult::default()
                 }),
             },
-            Err(message) => {
+            Err(e) if e.is_statement_error() => {
                 // As InfluxDB: the failing statement's error ends the request.
-                results.push(StatementResult::error(i, message));
+                results.push(StatementResult::error(i, e.to_string()));
                 break;
             }
+            Err(e) => return Err(e),
         }
     }
-    results
+    Ok(results)
 }
 
 /// The response body and its content type: CSV (`Accept:
@@ -176,14 +183,16 @@ pub fn unsupported(stmt: &Statement, q: &str) -> Option<String> {
 }
 
 /// The `params` parameter: a JSON object of bind parameters (`$name`).
-pub fn bind_params(json: Option<&str>) -> Result<Params, String> {
+pub fn bind_params(json: Option<&str>) -> Result<Params> {
     let Some(text) = json.filter(|t| !t.trim().is_empty()) else {
         return Ok(Params::new());
     };
-    let value: serde_json::Value =
-        serde_json::from_str(text).map_err(|e| format!("error parsing query parameters: {e}"))?;
+    let value: serde_json::Value = serde_json::from_str(text)
+        .map_err(|e| Error::statement(format!("error parsing query parameters: {e}")))?;
     let serde_json::Value::Object(map) = value else {
-        return Err("error parsing query parameters: expected a JSON object".into());
+        return Err(Error::statement(
+            "error parsing query parameters: expected a JSON object",
+        ));
     };
     let mut out: HashMap<String, ParamValue> = HashMap::new();
     for (k, v) in map {
@@ -199,16 +208,16 @@ pub fn bind_params(json: Option<&str>) -> Result<Params, String> {
                     Some(("identifier", Some(s))) => ParamValue::Identifier(s.to_owned()),
                     Some(("string", Some(s))) => ParamValue::String(s.to_owned()),
                     _ => {
-                        return Err(format!(
+                        return Err(Error::statement(format!(
                             "error parsing query parameters: unsupported value for {k:?}"
-                        ))
+                        )))
                     }
                 }
             }
             _ => {
-                return Err(format!(
+                return Err(Error::statement(format!(
                     "error parsing query parameters: unsupported value for {k:?}"
-                ))
+                )))
             }
         };
         out.insert(k, p);

@@ -31,17 +31,17 @@ use super::fields::{contains_call, mentions_tag, plan_fields, uses_tags, Plan, S
 use super::pushdown;
 use super::sqlgen::{self, FactQuery, Ref};
 use super::Ctx;
-
-/// A statement-level error: the text goes into `results[i].error`.
-pub type StmtResult<T> = std::result::Result<T, String>;
+use crate::error::{Error, Result};
 
 /// Most `GROUP BY time()` buckets one statement may produce.
 const MAX_BUCKETS: i64 = 1_000_000;
 
 /// Runs one `SELECT`.
-pub async fn run(ctx: &Ctx<'_>, stmt: &SelectStatement) -> StmtResult<Vec<Series>> {
+pub async fn run(ctx: &Ctx<'_>, stmt: &SelectStatement) -> Result<Vec<Series>> {
     if stmt.into.is_some() {
-        return Err("SELECT ... INTO is not supported: query, then write the result".into());
+        return Err(Error::statement(
+            "SELECT ... INTO is not supported: query, then write the result",
+        ));
     }
     if let [Source::Subquery(inner)] = stmt.from.as_slice() {
         let inner = super::bounds::with_outer_time(inner, stmt)?;
@@ -76,15 +76,15 @@ pub async fn run(ctx: &Ctx<'_>, stmt: &SelectStatement) -> StmtResult<Vec<Series
 
 /// The (database, measurement) pairs of the FROM clause, regexes expanded
 /// against the measurements the shards hold.
-async fn measurements(ctx: &Ctx<'_>, stmt: &SelectStatement) -> StmtResult<Vec<(String, String)>> {
+async fn measurements(ctx: &Ctx<'_>, stmt: &SelectStatement) -> Result<Vec<(String, String)>> {
     let mut out: Vec<(String, String)> = Vec::new();
     for source in &stmt.from {
         let name = match source {
             Source::Measurement(m) => m,
             Source::Subquery(_) => {
-                return Err(
-                    "subqueries (SELECT ... FROM (SELECT ...)) are not supported yet".into(),
-                )
+                return Err(Error::statement(
+                    "subqueries (SELECT ... FROM (SELECT ...)) are not supported yet",
+                ))
             }
         };
         let db = name
@@ -93,7 +93,7 @@ async fn measurements(ctx: &Ctx<'_>, stmt: &SelectStatement) -> StmtResult<Vec<(
             .filter(|d| !d.is_empty())
             .unwrap_or_else(|| ctx.database.to_owned());
         if db.is_empty() {
-            return Err("database name required".into());
+            return Err(Error::statement("database name required"));
         }
         // From here on `db` is the retention policy's storage.
         let rp = name.retention_policy.as_deref().or(ctx.retention_policy);
@@ -103,15 +103,15 @@ async fn measurements(ctx: &Ctx<'_>, stmt: &SelectStatement) -> StmtResult<Vec<(
                 // A policy of a database nobody holds: InfluxDB names the
                 // database.
                 if !database_exists(ctx, &db).await? {
-                    return Err(format!("database not found: {db}"));
+                    return Err(Error::NotFound(format!("database not found: {db}")));
                 }
-                return Err(e.to_string());
+                return Err(e.into());
             }
         };
         match &name.name {
             MeasurementMatch::Name(m) => out.push((db, m.clone())),
             MeasurementMatch::Regex(re) => {
-                let pattern = regex::Regex::new(&re.0).map_err(|e| e.to_string())?;
+                let pattern = regex::Regex::new(&re.0)?;
                 for m in super::meta::measurement_names(ctx, &db).await? {
                     if pattern.is_match(&m) {
                         out.push((db.clone(), m));
@@ -135,11 +135,10 @@ pub(crate) struct Schema {
     pub samples: bool,
 }
 
-pub(crate) async fn schema(ctx: &Ctx<'_>, database: &str, measurement: &str) -> StmtResult<Schema> {
+pub(crate) async fn schema(ctx: &Ctx<'_>, database: &str, measurement: &str) -> Result<Schema> {
     // From the shards' catalogs: no engine statement, no flush.
-    let answers = fetch::catalog_on_every_shard(ctx.router, database, measurement, ctx.deadline)
-        .await
-        .map_err(|e| e.to_string())?;
+    let answers =
+        fetch::catalog_on_every_shard(ctx.router, database, measurement, ctx.deadline).await?;
     let mut s = Schema {
         per_shard: BTreeMap::new(),
         fields: BTreeMap::new(),
@@ -157,10 +156,10 @@ pub(crate) async fn schema(ctx: &Ctx<'_>, database: &str, measurement: &str) -> 
     }
     if s.fields.is_empty() && !database_exists(ctx, database).await? {
         // InfluxDB's words: clients match on them.
-        return Err(format!(
+        return Err(Error::NotFound(format!(
             "database not found: {}",
             shardhouse_common::names::storage_database(database)
-        ));
+        )));
     }
     if s.fields.is_empty() {
         // No table of that name anywhere: a Prometheus metric, or nothing.
@@ -178,13 +177,8 @@ pub(crate) async fn schema(ctx: &Ctx<'_>, database: &str, measurement: &str) -> 
 
 /// Whether any node lists `database` (asked only when a measurement has no
 /// columns anywhere, so a dashboard's queries do not pay for it).
-pub(crate) async fn database_exists(ctx: &Ctx<'_>, database: &str) -> StmtResult<bool> {
-    let listed = ctx
-        .router
-        .cluster
-        .databases_all()
-        .await
-        .map_err(|e| e.to_string())?;
+pub(crate) async fn database_exists(ctx: &Ctx<'_>, database: &str) -> Result<bool> {
+    let listed = ctx.router.cluster.databases_all().await?;
     Ok(listed.iter().any(|d| d.name == database))
 }
 
@@ -196,7 +190,7 @@ async fn one_measurement(
     database: &str,
     measurement: &str,
     alone: bool,
-) -> StmtResult<Vec<Series>> {
+) -> Result<Vec<Series>> {
     let schema = schema(ctx, database, measurement).await?;
     let is_field = |n: &str| schema.fields.contains_key(n);
     let ascending = stmt.order_by != Some(SortOrder::Descending);
@@ -205,9 +199,9 @@ async fn one_measurement(
     let (mut range, tag_cond, field_cond) = match &stmt.condition {
         None => (TimeRange::UNBOUNDED, None, None),
         Some(c) => {
-            let parts = split_condition(c, |n| !is_field(n)).map_err(|e| e.to_string())?;
+            let parts = split_condition(c, |n| !is_field(n))?;
             let range = match &parts.time {
-                Some(t) => time_range(t, ctx.now).map_err(|e| e.to_string())?,
+                Some(t) => time_range(t, ctx.now)?,
                 None => TimeRange::UNBOUNDED,
             };
             (range, parts.tags, parts.fields)
@@ -240,14 +234,16 @@ async fn one_measurement(
             Dimension::Time {
                 interval: i,
                 offset,
-            } => interval = Some(Interval::new(*i, *offset, ctx.now).map_err(|e| e.to_string())?),
+            } => interval = Some(Interval::new(*i, *offset, ctx.now)?),
             other => dims_spec.push(other.clone()),
         }
     }
     let has_call = stmt.fields.iter().any(|f| contains_call(&f.expr));
     if interval.is_some() {
         if !has_call {
-            return Err("GROUP BY requires at least one aggregate function".into());
+            return Err(Error::statement(
+                "GROUP BY requires at least one aggregate function",
+            ));
         }
         if !range.has_end() {
             // InfluxDB ends GROUP BY time() queries at now() (inclusive).
@@ -271,17 +267,12 @@ async fn one_measurement(
         }
         let width = interval.map_or(1, |iv| iv.duration).max(1);
         if (range.end.saturating_sub(range.start)) / width > MAX_BUCKETS {
-            return Err(format!(
+            return Err(Error::statement(format!(
                 "max-select-buckets limit exceeded: the time range and GROUP BY time() interval give more than {MAX_BUCKETS} buckets"
-            ));
+            )));
         }
     }
-    let zone = stmt
-        .timezone
-        .as_deref()
-        .map(time_zone)
-        .transpose()
-        .map_err(|e| e.to_string())?;
+    let zone = stmt.timezone.as_deref().map(time_zone).transpose()?;
     let duration = interval.map(|iv| iv.duration);
 
     // Which tags the statement needs decides whether the tag index is read.
@@ -306,8 +297,7 @@ async fn one_measurement(
             &sqlgen::series_sql(measurement, tag_sql.as_deref()),
             ctx.deadline,
         )
-        .await
-        .map_err(|e| e.to_string())?;
+        .await?;
         Some(fetch::series_tags(&answers))
     } else {
         None
@@ -322,7 +312,7 @@ async fn one_measurement(
             Dimension::Tag(t) => dims.push(t.clone()),
             Dimension::Wildcard => dims.extend(tag_keys.iter().cloned()),
             Dimension::Regex(re) => {
-                let p = regex::Regex::new(&re.0).map_err(|e| e.to_string())?;
+                let p = regex::Regex::new(&re.0)?;
                 dims.extend(tag_keys.iter().filter(|k| p.is_match(k)).cloned());
             }
             Dimension::Time { .. } => {}
@@ -395,7 +385,7 @@ async fn one_measurement(
             Slot::Tag(_) => None,
         })
         .collect();
-    let per_shard_sql = |shard: u32| -> StmtResult<String> {
+    let per_shard_sql = |shard: u32| -> Result<String> {
         let empty = BTreeSet::new();
         let has = schema.per_shard.get(&shard).unwrap_or(&empty);
         let resolve = |v: &VarRef| {
@@ -475,22 +465,21 @@ async fn one_measurement(
             .cluster
             .planned_shard(database, *shard, sql, ctx.deadline)
             .await?;
-        Ok::<_, crate::error::Error>((*shard, ipc))
+        Ok::<_, Error>((*shard, ipc))
     }))
     .await
     .into_iter()
-    .collect::<Result<Vec<_>, _>>()
-    .map_err(|e| e.to_string())?;
+    .collect::<Result<Vec<_>>>()?;
     let mut shards: Vec<Vec<RecordBatch>> = Vec::with_capacity(answers.len());
     let mut points = 0usize;
     for (shard, ipc) in answers {
-        let batches = fetch::decode(shard, ipc).map_err(|e| e.to_string())?;
+        let batches = fetch::decode(shard, ipc)?;
         points += batches.iter().map(|b| b.num_rows()).sum::<usize>();
         if points > ctx.max_points {
-            return Err(format!(
+            return Err(Error::statement(format!(
                 "the statement reads more than {} points (the router's --query-max-points); narrow the time range or the series, or aggregate with GROUP BY time()",
                 ctx.max_points
-            ));
+            )));
         }
         shards.push(batches);
     }
@@ -560,9 +549,7 @@ async fn one_measurement(
                                 .entry(group_key(measurement, tags_of(sid), &dims))
                                 .or_default();
                             match held.get_mut(&bucket) {
-                                Some(existing) => {
-                                    existing.merge(agg, p).map_err(|e| e.to_string())?
-                                }
+                                Some(existing) => existing.merge(agg, p)?,
                                 None => {
                                     held.insert(bucket, p);
                                 }
@@ -599,11 +586,10 @@ async fn one_measurement(
                                 .or_default()
                                 .entry(windowing.bucket_start(t))
                                 .or_insert_with(|| agg.empty_partial())
-                                .add(agg, &Point::with_aux(t, value, row_aux(aux_slots)), &aux)
-                                .map_err(|e| e.to_string())?;
+                                .add(agg, &Point::with_aux(t, value, row_aux(aux_slots)), &aux)?;
                         }
                     }
-                    merge_groups(agg, &mut merged, part).map_err(|e| e.to_string())?;
+                    merge_groups(agg, &mut merged, part)?;
                 }
                 Gathered::Aggregate {
                     agg: agg.clone(),
@@ -649,8 +635,7 @@ async fn one_measurement(
         });
     }
     let gathered = planned.assemble(gathered);
-    let out =
-        finish(stmt, &planned.fields, gathered, &windowing, opts).map_err(|e| e.to_string())?;
+    let out = finish(stmt, &planned.fields, gathered, &windowing, opts)?;
     if lookback == 0 {
         return Ok(out);
     }

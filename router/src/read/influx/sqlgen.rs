@@ -14,6 +14,8 @@ use shardhouse_common::names::{sql_ident, sql_literal, SAMPLES_TABLE};
 use shardhouse_influxql::time::TimeRange;
 use shardhouse_influxql::{BinaryOp, DataType, Expr, Literal, VarRef};
 
+use crate::error::{Error, Result};
+
 /// Column names of the fact rows a shard returns, ahead of the fields.
 pub const TIME_COLUMN: &str = "__t";
 pub const SERIES_COLUMN: &str = "__sid";
@@ -164,7 +166,7 @@ pub fn field_type_name(clickhouse: &str) -> &'static str {
 
 /// Translates a condition (no `time` in it) to SQL; `resolve` says what
 /// each name is on this shard. Errors name what cannot be translated.
-pub fn condition_sql(expr: &Expr, resolve: &dyn Fn(&VarRef) -> Ref) -> Result<String, String> {
+pub fn condition_sql(expr: &Expr, resolve: &dyn Fn(&VarRef) -> Ref) -> Result<String> {
     Ok(match expr {
         Expr::VarRef(v) => match resolve(v) {
             Ref::Field(name) => sql_ident(&name),
@@ -182,10 +184,10 @@ pub fn condition_sql(expr: &Expr, resolve: &dyn Fn(&VarRef) -> Ref) -> Result<St
         Expr::Binary { op, lhs, rhs } => {
             if matches!(op, BinaryOp::EqRegex | BinaryOp::NotEqRegex) {
                 let Expr::Regex(re) = rhs.as_ref() else {
-                    return Err(format!(
+                    return Err(Error::statement(format!(
                         "{} needs a /regex/ on its right, found {rhs}",
                         op.symbol()
-                    ));
+                    )));
                 };
                 let target = condition_sql(lhs, resolve)?;
                 let m = format!("match({target}, {})", sql_literal(&re.0));
@@ -214,17 +216,17 @@ pub fn condition_sql(expr: &Expr, resolve: &dyn Fn(&VarRef) -> Ref) -> Result<St
             format!("({l} {sym} {r})")
         }
         Expr::Regex(re) => {
-            return Err(format!(
+            return Err(Error::statement(format!(
                 "a regex (/{}/) is only valid on the right of =~ or !~",
                 re.0
-            ))
+            )))
         }
-        Expr::Wildcard(_) => return Err("`*` is not valid in a WHERE clause".into()),
+        Expr::Wildcard(_) => return Err(Error::statement("`*` is not valid in a WHERE clause")),
         Expr::Call(c) => {
-            return Err(format!(
+            return Err(Error::statement(format!(
                 "function calls are not supported in WHERE, found {}()",
                 c.name
-            ))
+            )))
         }
     })
 }

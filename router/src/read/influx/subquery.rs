@@ -17,7 +17,7 @@ use shardhouse_eval::{
 use shardhouse_influxql::time::{split_condition, time_range, TimeRange};
 use shardhouse_influxql::{Dimension, Expr, SelectStatement, SortOrder};
 
-use super::select::StmtResult;
+use crate::error::{Error, Result};
 
 enum Source {
     Aggregate(Aggregate),
@@ -25,19 +25,18 @@ enum Source {
 }
 
 /// Evaluates `outer` over the rows of `inner` (already computed).
-pub fn evaluate(outer: &SelectStatement, inner: Vec<Series>, now: i64) -> StmtResult<Vec<Series>> {
-    let err = |e: shardhouse_eval::Error| e.to_string();
+pub fn evaluate(outer: &SelectStatement, inner: Vec<Series>, now: i64) -> Result<Vec<Series>> {
     let ascending = outer.order_by != Some(SortOrder::Descending);
     let mut range = TimeRange::UNBOUNDED;
     if let Some(c) = &outer.condition {
-        let parts = split_condition(c, |_| false).map_err(|e| e.to_string())?;
+        let parts = split_condition(c, |_| false)?;
         if let Some(other) = parts.tags.or(parts.fields) {
-            return Err(format!(
+            return Err(Error::statement(format!(
                 "the outer statement of a subquery may only restrict time, found {other}"
-            ));
+            )));
         }
         if let Some(t) = &parts.time {
-            range = time_range(t, now).map_err(|e| e.to_string())?;
+            range = time_range(t, now)?;
         }
     }
     let mut interval = None;
@@ -47,7 +46,7 @@ pub fn evaluate(outer: &SelectStatement, inner: Vec<Series>, now: i64) -> StmtRe
             Dimension::Time {
                 interval: i,
                 offset,
-            } => interval = Some(Interval::new(*i, *offset, now).map_err(err)?),
+            } => interval = Some(Interval::new(*i, *offset, now)?),
             Dimension::Tag(t) => dims.push(t.clone()),
             Dimension::Wildcard => {
                 for s in &inner {
@@ -55,7 +54,9 @@ pub fn evaluate(outer: &SelectStatement, inner: Vec<Series>, now: i64) -> StmtRe
                 }
             }
             Dimension::Regex(_) => {
-                return Err("GROUP BY /regex/ over a subquery is not supported yet".into())
+                return Err(Error::statement(
+                    "GROUP BY /regex/ over a subquery is not supported yet",
+                ))
             }
         }
     }
@@ -81,12 +82,7 @@ pub fn evaluate(outer: &SelectStatement, inner: Vec<Series>, now: i64) -> StmtRe
             range.end = now + 1;
         }
     }
-    let zone = outer
-        .timezone
-        .as_deref()
-        .map(time_zone)
-        .transpose()
-        .map_err(err)?;
+    let zone = outer.timezone.as_deref().map(time_zone).transpose()?;
     let duration = interval.map(|iv| iv.duration);
 
     let mut plans: Vec<(Source, Option<Transform>, String)> = Vec::new();
@@ -102,7 +98,7 @@ pub fn evaluate(outer: &SelectStatement, inner: Vec<Series>, now: i64) -> StmtRe
                 let (agg_call, transform) = match Aggregate::from_call(c) {
                     Ok(_) => (c, None),
                     Err(_) => {
-                        let (t, inner_expr) = Transform::from_call(c, duration).map_err(err)?;
+                        let (t, inner_expr) = Transform::from_call(c, duration)?;
                         match inner_expr {
                             Expr::Call(ic) => (ic, Some(t)),
                             Expr::VarRef(v) => {
@@ -110,25 +106,39 @@ pub fn evaluate(outer: &SelectStatement, inner: Vec<Series>, now: i64) -> StmtRe
                                 fields.push(f.clone());
                                 continue;
                             }
-                            other => return Err(format!("unsupported argument {other}")),
+                            other => {
+                                return Err(Error::statement(format!(
+                                    "unsupported argument {other}"
+                                )))
+                            }
                         }
                     }
                 };
-                let agg = Aggregate::from_call(agg_call).map_err(err)?;
+                let agg = Aggregate::from_call(agg_call)?;
                 let column = match agg_call.args.first() {
                     Some(Expr::VarRef(v)) => v.name.clone(),
                     Some(Expr::Call(d)) if d.name == "distinct" => match d.args.first() {
                         Some(Expr::VarRef(v)) => v.name.clone(),
-                        _ => return Err(format!("expected a field in {}()", d.name)),
+                        _ => {
+                            return Err(Error::statement(format!(
+                                "expected a field in {}()",
+                                d.name
+                            )))
+                        }
                     },
-                    _ => return Err(format!("expected a field in {}()", agg_call.name)),
+                    _ => {
+                        return Err(Error::statement(format!(
+                            "expected a field in {}()",
+                            agg_call.name
+                        )))
+                    }
                 };
                 (Source::Aggregate(agg), transform, column)
             }
             other => {
-                return Err(format!(
+                return Err(Error::statement(format!(
                     "unsupported field over a subquery: {other} (select inner columns or aggregate them)"
-                ))
+                )))
             }
         };
         plans.push((source, transform, column));
@@ -189,9 +199,8 @@ pub fn evaluate(outer: &SelectStatement, inner: Vec<Series>, now: i64) -> StmtRe
                 merge_groups(
                     agg,
                     &mut groups,
-                    group_partials(agg, &points, &dims, &windowing).map_err(err)?,
-                )
-                .map_err(err)?;
+                    group_partials(agg, &points, &dims, &windowing)?,
+                )?;
                 Gathered::Aggregate {
                     agg: agg.clone(),
                     transform: *transform,
@@ -213,7 +222,7 @@ pub fn evaluate(outer: &SelectStatement, inner: Vec<Series>, now: i64) -> StmtRe
             }
         });
     }
-    finish(outer, &fields, gathered, &windowing, opts).map_err(err)
+    Ok(finish(outer, &fields, gathered, &windowing, opts)?)
 }
 
 #[cfg(test)]

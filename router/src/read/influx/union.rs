@@ -11,8 +11,8 @@ use shardhouse_eval::{Series, Value};
 use shardhouse_influxql::{DataType, Dimension, Expr, Field, SelectStatement, VarRef};
 
 use super::fetch::{self, text_at};
-use super::select::StmtResult;
 use super::Ctx;
+use crate::error::Result;
 
 /// The fields and tags of one measurement, by name.
 #[derive(Debug, Default, Clone)]
@@ -79,15 +79,13 @@ pub(super) fn expand(stmt: &SelectStatement, all: &[Columns]) -> SelectStatement
 
 /// The fields (from the schema) and tag keys (from the tag index) of one
 /// measurement.
-pub(super) async fn columns(ctx: &Ctx<'_>, db: &str, measurement: &str) -> StmtResult<Columns> {
+pub(super) async fn columns(ctx: &Ctx<'_>, db: &str, measurement: &str) -> Result<Columns> {
     let schema = super::select::schema(ctx, db, measurement).await?;
     let sql = format!(
         "SELECT DISTINCT toString(arrayJoin(mapKeys(tags))) FROM _series WHERE measurement = {}",
         sql_literal(measurement)
     );
-    let answers = fetch::on_every_shard(ctx.router, db, &sql, ctx.deadline)
-        .await
-        .map_err(|e| e.to_string())?;
+    let answers = fetch::on_every_shard(ctx.router, db, &sql, ctx.deadline).await?;
     let mut tags = BTreeSet::new();
     for (_, batches) in &answers {
         for b in batches {

@@ -15,6 +15,7 @@ use aggregate::{finish, fold, new_state, State};
 pub use aggregate::{quantile_exact, quantile_interpolated};
 use eval::{eval, Ctx};
 
+use crate::error::{Error, Result};
 use crate::read::sql::plan::{GroupsPlan, OutName, RowsPlan};
 use crate::read::sql::value::{sort_cmp, Value};
 use std::cmp::Ordering;
@@ -111,7 +112,7 @@ struct Group {
 
 /// Merges the shards' partial rows per group and evaluates the outputs,
 /// HAVING, DISTINCT, ORDER BY, OFFSET/LIMIT.
-pub fn merge_groups(plan: &GroupsPlan, shards: Vec<ShardRows>) -> Result<Answer, String> {
+pub fn merge_groups(plan: &GroupsPlan, shards: Vec<ShardRows>) -> Result<Answer> {
     let n_keys = plan.keys.len();
     let width = n_keys + plan.scalars.len() + plan.partials.len();
     let mut index: HashMap<Vec<Value>, usize> = HashMap::new();
@@ -122,10 +123,10 @@ pub fn merge_groups(plan: &GroupsPlan, shards: Vec<ShardRows>) -> Result<Answer,
             continue;
         }
         if s.names.len() != width {
-            return Err(format!(
+            return Err(Error::Internal(format!(
                 "a shard answered {} columns, the plan has {width}",
                 s.names.len()
-            ));
+            )));
         }
         if shard_names.is_none() {
             shard_names = Some(s.names.clone());
@@ -192,7 +193,7 @@ pub fn merge_groups(plan: &GroupsPlan, shards: Vec<ShardRows>) -> Result<Answer,
             .outputs
             .iter()
             .map(|(_, e)| eval(e, &ctx))
-            .collect::<Result<_, _>>()?;
+            .collect::<Result<_>>()?;
         if plan.distinct && !seen.insert(out.clone()) {
             continue;
         }
@@ -200,7 +201,7 @@ pub fn merge_groups(plan: &GroupsPlan, shards: Vec<ShardRows>) -> Result<Answer,
             .order
             .iter()
             .map(|k| eval(&k.expr, &ctx))
-            .collect::<Result<_, _>>()?;
+            .collect::<Result<_>>()?;
         rows.push((out, keys));
     }
     let dirs: Vec<(bool, bool)> = plan.order.iter().map(|k| (k.desc, k.nulls_first)).collect();

@@ -226,8 +226,7 @@ pub async fn run(
                     .map(|f| f.name().clone())
                     .collect();
             }
-            sr.rows
-                .extend(value::batch_rows(&b).map_err(Error::Internal)?);
+            sr.rows.extend(value::batch_rows(&b)?);
         }
         if sr.rows.len() as u64 > opts.max_rows {
             return Err(too_large(format!(
@@ -246,7 +245,7 @@ pub async fn run(
     }
     let answer = match &plan {
         plan::Plan::Rows(p) => merge::merge_rows(p, shard_rows),
-        plan::Plan::Groups(p) => merge::merge_groups(p, shard_rows).map_err(Error::Internal)?,
+        plan::Plan::Groups(p) => merge::merge_groups(p, shard_rows)?,
     };
     if answer.rows.len() as u64 > opts.max_rows {
         return Err(too_large(format!(
@@ -280,7 +279,7 @@ async fn shard_columns(
     for (shard, a) in answers.into_iter().enumerate() {
         let mut names = HashSet::new();
         for b in decode_ipc(shard as u32, a?)? {
-            for row in value::batch_rows(&b).map_err(Error::Internal)? {
+            for row in value::batch_rows(&b)? {
                 if let Some(value::Value::Str(n)) = row.into_iter().next() {
                     names.insert(n);
                 }

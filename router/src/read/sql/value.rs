@@ -4,6 +4,7 @@
 //! docs/storage.md) or in presence merge, compare, group and encode alike.
 
 use super::encode::rfc3339_utc;
+use crate::error::{Error, Result};
 use arrow_array::cast::AsArray;
 use arrow_array::types::*;
 use arrow_array::{Array, ArrayRef, RecordBatch};
@@ -169,7 +170,7 @@ fn prim<T: ArrowPrimitiveType>(a: &dyn Array, f: impl Fn(T::Native) -> Value) ->
 }
 
 /// The cells of one column.
-pub fn column_values(a: &ArrayRef) -> Result<Vec<Value>, String> {
+pub fn column_values(a: &ArrayRef) -> Result<Vec<Value>> {
     let nanos = |v: i64, per: i128| Value::Time(i128::from(v) * per);
     Ok(match a.data_type() {
         DataType::Null => vec![Value::Null; a.len()],
@@ -283,16 +284,17 @@ fn lossy(b: &[u8]) -> String {
 
 /// Cells of a column of another type, as arrow-json writes them (after
 /// the same timestamp handling as the per-shard encoding).
-fn json_values(a: &ArrayRef) -> Result<Vec<Value>, String> {
+fn json_values(a: &ArrayRef) -> Result<Vec<Value>> {
     let schema = Arc::new(Schema::new(vec![Field::new(
         "v",
         a.data_type().clone(),
         true,
     )]));
-    let batch = RecordBatch::try_new(schema, vec![a.clone()]).map_err(|e| e.to_string())?;
-    let (_, bytes) = super::encode::encode(&[batch], false).map_err(|e| e.to_string())?;
+    let internal = |e: &dyn std::fmt::Display| Error::Internal(e.to_string());
+    let batch = RecordBatch::try_new(schema, vec![a.clone()]).map_err(|e| internal(&e))?;
+    let (_, bytes) = super::encode::encode(&[batch], false)?;
     let rows: Vec<serde_json::Map<String, serde_json::Value>> =
-        serde_json::from_slice(&bytes).map_err(|e| e.to_string())?;
+        serde_json::from_slice(&bytes).map_err(|e| internal(&e))?;
     Ok(rows
         .into_iter()
         .map(|mut r| r.remove("v").map_or(Value::Null, Value::Json))
@@ -300,12 +302,12 @@ fn json_values(a: &ArrayRef) -> Result<Vec<Value>, String> {
 }
 
 /// Rows of a batch.
-pub fn batch_rows(b: &RecordBatch) -> Result<Vec<Vec<Value>>, String> {
+pub fn batch_rows(b: &RecordBatch) -> Result<Vec<Vec<Value>>> {
     let cols = b
         .columns()
         .iter()
         .map(column_values)
-        .collect::<Result<Vec<_>, _>>()?;
+        .collect::<Result<Vec<_>>>()?;
     Ok((0..b.num_rows())
         .map(|i| cols.iter().map(|c| c[i].clone()).collect())
         .collect())

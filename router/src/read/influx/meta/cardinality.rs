@@ -12,8 +12,8 @@ use shardhouse_influxql::{
     ShowTagValues, Statement,
 };
 
-use super::super::select::StmtResult;
 use super::series_index::{measurement_matches, table};
+use crate::error::{Error, Result};
 
 /// InfluxDB's name of the statement in its messages.
 fn name(of: &CardinalityOf) -> &'static str {
@@ -46,12 +46,12 @@ pub(super) fn estimated(c: &ShowCardinality) -> bool {
 
 /// The listing whose rows are counted, or InfluxDB's error for a time
 /// condition (which it refuses for exact and estimated counts alike).
-pub(super) fn listing(c: &ShowCardinality) -> StmtResult<Statement> {
+pub(super) fn listing(c: &ShowCardinality) -> Result<Statement> {
     if c.condition.as_ref().is_some_and(mentions_time) {
-        return Err(format!(
+        return Err(Error::statement(format!(
             "{} EXACT CARDINALITY doesn't support time in WHERE clause",
             name(&c.of)
-        ));
+        )));
     }
     let (database, from, condition) = (c.database.clone(), c.from.clone(), c.condition.clone());
     Ok(match &c.of {
@@ -229,14 +229,17 @@ mod tests {
     #[test]
     fn time_conditions_are_refused_in_influxdbs_words() {
         assert_eq!(
-            listing(&card("SHOW SERIES CARDINALITY WHERE time > now() - 1h")).unwrap_err(),
+            listing(&card("SHOW SERIES CARDINALITY WHERE time > now() - 1h"))
+                .unwrap_err()
+                .to_string(),
             "SHOW SERIES EXACT CARDINALITY doesn't support time in WHERE clause"
         );
         assert_eq!(
             listing(&card(
                 "SHOW TAG KEY CARDINALITY FROM cpu WHERE host = 'a' AND time > 0"
             ))
-            .unwrap_err(),
+            .unwrap_err()
+            .to_string(),
             "SHOW TAG KEY EXACT CARDINALITY doesn't support time in WHERE clause"
         );
         assert!(listing(&card("SHOW SERIES CARDINALITY WHERE host = 'a'")).is_ok());

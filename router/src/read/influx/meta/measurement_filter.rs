@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use shardhouse_common::names::sql_literal;
 use shardhouse_influxql::{BinaryOp, Expr, Literal};
 
-use super::super::select::StmtResult;
+use crate::error::{Error, Result};
 
 /// One comparison of the condition.
 #[derive(Debug, Clone, PartialEq)]
@@ -45,7 +45,7 @@ pub(super) type TagCounts = BTreeMap<String, Vec<(u64, u64)>>;
 
 impl MeasurementFilter {
     /// Checks the condition as InfluxDB does, with its errors.
-    pub(super) fn new(condition: &Expr) -> StmtResult<Self> {
+    pub(super) fn new(condition: &Expr) -> Result<Self> {
         let mut leaves = Vec::new();
         collect(condition, &mut leaves)?;
         Ok(Self {
@@ -85,7 +85,7 @@ impl MeasurementFilter {
     }
 
     /// The measurements the condition keeps, by name.
-    pub(super) fn keep(&self, counts: &TagCounts) -> StmtResult<Vec<String>> {
+    pub(super) fn keep(&self, counts: &TagCounts) -> Result<Vec<String>> {
         let mut out = Vec::new();
         for (name, pairs) in counts {
             let mut at = (0, 0);
@@ -104,7 +104,7 @@ impl MeasurementFilter {
         name: &str,
         pairs: &[(u64, u64)],
         at: &mut (usize, usize),
-    ) -> StmtResult<bool> {
+    ) -> Result<bool> {
         if let Expr::Binary { op, lhs, rhs } = e {
             if matches!(op, BinaryOp::And | BinaryOp::Or) {
                 // Both sides are walked: the leaves are numbered in order.
@@ -119,9 +119,9 @@ impl MeasurementFilter {
             Leaf::Nothing => false,
             Leaf::Name { op, value } => {
                 let matched = match op {
-                    BinaryOp::EqRegex | BinaryOp::NotEqRegex => regex::Regex::new(value)
-                        .map_err(|e| e.to_string())?
-                        .is_match(name),
+                    BinaryOp::EqRegex | BinaryOp::NotEqRegex => {
+                        regex::Regex::new(value)?.is_match(name)
+                    }
                     _ => name == value,
                 };
                 matched == matches!(op, BinaryOp::Eq | BinaryOp::EqRegex)
@@ -143,9 +143,9 @@ fn is_system_name(name: &str) -> bool {
     )
 }
 
-fn collect(e: &Expr, out: &mut Vec<Leaf>) -> StmtResult<()> {
+fn collect(e: &Expr, out: &mut Vec<Leaf>) -> Result<()> {
     let Expr::Binary { op, lhs, rhs } = e else {
-        return Err(format!("{e:?}"));
+        return Err(Error::statement(format!("{e:?}")));
     };
     match op {
         BinaryOp::And | BinaryOp::Or => {
@@ -155,20 +155,22 @@ fn collect(e: &Expr, out: &mut Vec<Leaf>) -> StmtResult<()> {
         BinaryOp::Eq | BinaryOp::NotEq | BinaryOp::EqRegex | BinaryOp::NotEqRegex => {
             let symbol = op.symbol();
             let Expr::VarRef(tag) = lhs.as_ref() else {
-                return Err(format!("left side of '{symbol}' must be a tag key"));
+                return Err(Error::statement(format!(
+                    "left side of '{symbol}' must be a tag key"
+                )));
             };
             let value = match (op, rhs.as_ref()) {
                 (BinaryOp::EqRegex | BinaryOp::NotEqRegex, Expr::Regex(re)) => re.0.clone(),
                 (BinaryOp::EqRegex | BinaryOp::NotEqRegex, _) => {
-                    return Err(format!(
+                    return Err(Error::statement(format!(
                         "right side of '{symbol}' must be a regular expression"
-                    ))
+                    )))
                 }
                 (_, Expr::Literal(Literal::String(v))) => v.clone(),
                 _ => {
-                    return Err(format!(
+                    return Err(Error::statement(format!(
                         "right side of '{symbol}' must be a tag value string"
-                    ))
+                    )))
                 }
             };
             out.push(if tag.name == "_name" {
@@ -184,7 +186,7 @@ fn collect(e: &Expr, out: &mut Vec<Leaf>) -> StmtResult<()> {
             });
             Ok(())
         }
-        _ => Err("invalid tag comparison operator".into()),
+        _ => Err(Error::statement("invalid tag comparison operator")),
     }
 }
 
@@ -193,7 +195,7 @@ mod tests {
     use super::*;
     use shardhouse_influxql::Statement;
 
-    fn filter(cond: &str) -> StmtResult<MeasurementFilter> {
+    fn filter(cond: &str) -> Result<MeasurementFilter> {
         let Statement::ShowMeasurements(m) =
             shardhouse_influxql::parse_statement(&format!("SHOW MEASUREMENTS WHERE {cond}"))
                 .unwrap()
@@ -254,7 +256,7 @@ mod tests {
 
     #[test]
     fn other_conditions_get_influxdbs_errors() {
-        let err = |c: &str| filter(c).unwrap_err();
+        let err = |c: &str| filter(c).unwrap_err().to_string();
         assert_eq!(err("region > 'a'"), "invalid tag comparison operator");
         assert_eq!(err("'a' = region"), "left side of '=' must be a tag key");
         assert_eq!(

@@ -11,17 +11,17 @@ use shardhouse_common::proto::{
 use shardhouse_eval::{Series, Value};
 use shardhouse_influxql::{RetentionDuration, RetentionPolicyOptions, Statement};
 
-use super::super::select::StmtResult;
 use super::super::Ctx;
 use super::database_of;
 use super::series_index::{databases, s, table};
 use super::storage_ops::{apply, valid_database};
+use crate::error::{Error, Result};
 use crate::policy::{
     go_duration, DatabasePolicies, PolicyError, PolicySpec, PolicyUpdate, RetentionPolicy,
 };
 
 /// The statements this module answers; None for any other.
-pub(super) async fn run(ctx: &Ctx<'_>, stmt: &Statement) -> Option<StmtResult<Vec<Series>>> {
+pub(super) async fn run(ctx: &Ctx<'_>, stmt: &Statement) -> Option<Result<Vec<Series>>> {
     Some(match stmt {
         Statement::ShowRetentionPolicies { database } => show(ctx, database.as_deref()).await,
         Statement::CreateDatabase(c) => {
@@ -58,20 +58,10 @@ fn nanos(d: RetentionDuration) -> i64 {
     }
 }
 
-fn text(e: PolicyError) -> String {
-    e.to_string()
-}
-
 /// The database's policies: the catalog in etcd (read fresh), else the
 /// implicit `autogen` of a database the nodes hold; None when neither.
-async fn current(ctx: &Ctx<'_>, db: &str) -> StmtResult<Option<DatabasePolicies>> {
-    if let Some(p) = ctx
-        .router
-        .policies
-        .update(db, |_| Ok(None))
-        .await
-        .map_err(text)?
-    {
+async fn current(ctx: &Ctx<'_>, db: &str) -> Result<Option<DatabasePolicies>> {
+    if let Some(p) = ctx.router.policies.update(db, |_| Ok(None)).await? {
         return Ok(Some(p));
     }
     Ok(databases(ctx)
@@ -83,7 +73,7 @@ async fn current(ctx: &Ctx<'_>, db: &str) -> StmtResult<Option<DatabasePolicies>
 
 /// Stores `next` unless another router changed the catalog since `base`
 /// was read (then the statement is decided again on what it wrote).
-async fn store<F>(ctx: &Ctx<'_>, db: &str, base: DatabasePolicies, decide: F) -> StmtResult<()>
+async fn store<F>(ctx: &Ctx<'_>, db: &str, base: DatabasePolicies, decide: F) -> Result<()>
 where
     F: Fn(&DatabasePolicies) -> Result<Option<DatabasePolicies>, PolicyError>,
 {
@@ -95,16 +85,16 @@ where
         })
         .await
         .map(|_| ())
-        .map_err(text)
+        .map_err(Error::from)
 }
 
-async fn show(ctx: &Ctx<'_>, on: Option<&str>) -> StmtResult<Vec<Series>> {
+async fn show(ctx: &Ctx<'_>, on: Option<&str>) -> Result<Vec<Series>> {
     let db = database_of(ctx, on)?;
     let policies = match ctx.router.policies.cached(&db) {
         Some(p) => (*p).clone(),
         None => current(ctx, &db)
             .await?
-            .ok_or_else(|| text(PolicyError::DatabaseNotFound(db.clone())))?,
+            .ok_or_else(|| Error::from(PolicyError::DatabaseNotFound(db.clone())))?,
     };
     let rows = policies
         .policies
@@ -136,12 +126,12 @@ async fn create_database(
     ctx: &Ctx<'_>,
     db: &str,
     with: Option<&RetentionPolicyOptions>,
-) -> StmtResult<Vec<Series>> {
+) -> Result<Vec<Series>> {
     let spec = match with {
         None => None,
         Some(o) => {
             if let Some(name) = o.name.as_deref() {
-                crate::policy::valid_name(name).map_err(text)?;
+                crate::policy::valid_name(name)?;
             }
             Some(PolicySpec {
                 name: o
@@ -156,9 +146,8 @@ async fn create_database(
     };
     valid_database(db)?;
     let existing = current(ctx, db).await?;
-    let next =
-        DatabasePolicies::create_database(db, existing.as_ref(), spec.as_ref()).map_err(text)?;
-    let home = next.resolve(None).map_err(text)?.clone();
+    let next = DatabasePolicies::create_database(db, existing.as_ref(), spec.as_ref())?;
+    let home = next.resolve(None)?.clone();
     apply(
         ctx,
         storage_op::Op::CreateDatabase(CreateDatabase {
@@ -174,7 +163,7 @@ async fn create_database(
     Ok(Vec::new())
 }
 
-async fn drop_database(ctx: &Ctx<'_>, db: &str) -> StmtResult<Vec<Series>> {
+async fn drop_database(ctx: &Ctx<'_>, db: &str) -> Result<Vec<Series>> {
     valid_database(db)?;
     let mut storages = ctx.router.policies.storages(db);
     if let Some(p) = current(ctx, db).await? {
@@ -189,12 +178,11 @@ async fn drop_database(ctx: &Ctx<'_>, db: &str) -> StmtResult<Vec<Series>> {
     ctx.router
         .policies
         .update(db, |cur| Ok(cur.map(|_| None)))
-        .await
-        .map_err(text)?;
+        .await?;
     crate::cq::store::CqStore::new(ctx.router.meta.clone())
         .drop_database(db)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(super::continuous::cq_error)?;
     Ok(Vec::new())
 }
 
@@ -203,11 +191,11 @@ async fn create_policy(
     db: &str,
     spec: PolicySpec,
     make_default: bool,
-) -> StmtResult<Vec<Series>> {
+) -> Result<Vec<Series>> {
     let base = current(ctx, db)
         .await?
-        .ok_or_else(|| text(PolicyError::DatabaseNotFound(db.to_owned())))?;
-    let Some((_, policy)) = base.create_policy(db, &spec, make_default).map_err(text)? else {
+        .ok_or_else(|| Error::from(PolicyError::DatabaseNotFound(db.to_owned())))?;
+    let Some((_, policy)) = base.create_policy(db, &spec, make_default)? else {
         return Ok(Vec::new());
     };
     create_storage(ctx, &policy).await?;
@@ -221,7 +209,7 @@ async fn create_policy(
 }
 
 /// A policy's storage with its retention (both idempotent).
-async fn create_storage(ctx: &Ctx<'_>, policy: &RetentionPolicy) -> StmtResult<()> {
+async fn create_storage(ctx: &Ctx<'_>, policy: &RetentionPolicy) -> Result<()> {
     apply(
         ctx,
         storage_op::Op::CreateDatabase(CreateDatabase {
@@ -246,11 +234,11 @@ async fn alter_policy(
     db: &str,
     name: &str,
     update: PolicyUpdate,
-) -> StmtResult<Vec<Series>> {
+) -> Result<Vec<Series>> {
     let base = current(ctx, db)
         .await?
-        .ok_or_else(|| text(PolicyError::DatabaseNotFound(db.to_owned())))?;
-    let (_, altered) = base.alter_policy(name, &update).map_err(text)?;
+        .ok_or_else(|| Error::from(PolicyError::DatabaseNotFound(db.to_owned())))?;
+    let (_, altered) = base.alter_policy(name, &update)?;
     create_storage(ctx, &altered).await?;
     store(ctx, db, base, |cur| {
         cur.alter_policy(name, &update).map(|(next, _)| Some(next))
@@ -259,7 +247,7 @@ async fn alter_policy(
     Ok(Vec::new())
 }
 
-async fn drop_policy(ctx: &Ctx<'_>, db: &str, name: &str) -> StmtResult<Vec<Series>> {
+async fn drop_policy(ctx: &Ctx<'_>, db: &str, name: &str) -> Result<Vec<Series>> {
     // No database, no policy: nothing to do, as InfluxDB answers.
     let Some(base) = current(ctx, db).await? else {
         return Ok(Vec::new());

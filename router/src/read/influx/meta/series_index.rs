@@ -10,22 +10,17 @@ use shardhouse_influxql::time::{split_condition, time_range};
 use shardhouse_influxql::{Expr, MeasurementMatch, MeasurementName, VarRef};
 
 use super::super::fetch::{self, text_at};
-use super::super::select::StmtResult;
 use super::super::sqlgen::{self, Ref};
 use super::super::Ctx;
+use crate::error::Result;
 
 /// Databases and their retention, across the cluster. Every node lists
 /// what its replicas hold, and a follower may not have applied a drop the
 /// leaders already answered for; so each listed database is confirmed on
 /// the shards through the query path (a Raft read index per shard), and
 /// one no shard holds any more is left out.
-pub(super) async fn databases(ctx: &Ctx<'_>) -> StmtResult<Vec<(String, i64)>> {
-    let listed = ctx
-        .router
-        .cluster
-        .databases_all()
-        .await
-        .map_err(|e| e.to_string())?;
+pub(super) async fn databases(ctx: &Ctx<'_>) -> Result<Vec<(String, i64)>> {
+    let listed = ctx.router.cluster.databases_all().await?;
     // A retention policy's own storage (`db/rp`) is not a database.
     let listed = listed
         .into_iter()
@@ -37,7 +32,7 @@ pub(super) async fn databases(ctx: &Ctx<'_>) -> StmtResult<Vec<(String, i64)>> {
     });
     let mut out = Vec::new();
     for c in futures::future::join_all(checks).await {
-        if let Some(d) = c.map_err(|e| e.to_string())? {
+        if let Some(d) = c? {
             out.push(d);
         }
     }
@@ -45,7 +40,7 @@ pub(super) async fn databases(ctx: &Ctx<'_>) -> StmtResult<Vec<(String, i64)>> {
 }
 
 /// Every measurement of `db` with a series (InfluxDB and Prometheus).
-pub async fn measurement_names(ctx: &Ctx<'_>, db: &str) -> StmtResult<Vec<String>> {
+pub async fn measurement_names(ctx: &Ctx<'_>, db: &str) -> Result<Vec<String>> {
     distinct_strings(
         ctx,
         &[db.to_owned()],
@@ -58,7 +53,7 @@ pub(super) async fn from_measurements(
     ctx: &Ctx<'_>,
     db: &str,
     from: &[MeasurementName],
-) -> StmtResult<Vec<String>> {
+) -> Result<Vec<String>> {
     let all = measurement_names(ctx, db).await?;
     if from.is_empty() {
         return Ok(all);
@@ -92,7 +87,7 @@ pub(super) fn measurement_matches(m: &MeasurementMatch, name: &str) -> bool {
 /// (a week for an infinite retention), so its answer is the series of the
 /// recent past, and listing every series of the measurement is the same
 /// answer for a dashboard's variables (docs/api.md).
-pub(super) fn tag_sql(c: &Expr, now: i64) -> StmtResult<Option<String>> {
+pub(super) fn tag_sql(c: &Expr, now: i64) -> Result<Option<String>> {
     tag_sql_with(c, now, &|v: &VarRef| Ref::Tag(v.name.clone()))
 }
 
@@ -103,10 +98,10 @@ pub(super) fn tag_sql_with(
     c: &Expr,
     now: i64,
     resolve: &dyn Fn(&VarRef) -> Ref,
-) -> StmtResult<Option<String>> {
-    let parts = split_condition(c, |_| true).map_err(|e| e.to_string())?;
+) -> Result<Option<String>> {
+    let parts = split_condition(c, |_| true)?;
     if let Some(t) = &parts.time {
-        time_range(t, now).map_err(|e| e.to_string())?;
+        time_range(t, now)?;
     }
     let mut out = Vec::new();
     for part in [&parts.tags, &parts.fields].into_iter().flatten() {
@@ -152,7 +147,7 @@ pub(super) fn push_where(
     from: &[MeasurementName],
     cond: Option<&Expr>,
     now: i64,
-) -> StmtResult<()> {
+) -> Result<()> {
     push_where_with(sql, from, cond, now, &|v: &VarRef| Ref::Tag(v.name.clone()))
 }
 
@@ -163,7 +158,7 @@ pub(super) fn push_where_with(
     cond: Option<&Expr>,
     now: i64,
     resolve: &dyn Fn(&VarRef) -> Ref,
-) -> StmtResult<()> {
+) -> Result<()> {
     let mut conds = Vec::new();
     let mut alts = Vec::new();
     for m in from {
@@ -198,12 +193,10 @@ pub(super) async fn distinct_rows<T: Ord>(
     storages: &[String],
     sql: &str,
     read: impl Fn(&RecordBatch, usize) -> T,
-) -> StmtResult<BTreeSet<T>> {
+) -> Result<BTreeSet<T>> {
     let mut out = BTreeSet::new();
     for db in storages {
-        let answers = fetch::on_every_shard(ctx.router, db, sql, ctx.deadline)
-            .await
-            .map_err(|e| e.to_string())?;
+        let answers = fetch::on_every_shard(ctx.router, db, sql, ctx.deadline).await?;
         for (_, batches) in &answers {
             for b in batches {
                 for row in 0..b.num_rows() {
@@ -220,7 +213,7 @@ pub(super) async fn distinct_strings(
     ctx: &Ctx<'_>,
     storages: &[String],
     sql: &str,
-) -> StmtResult<Vec<String>> {
+) -> Result<Vec<String>> {
     let out = distinct_rows(ctx, storages, sql, |b, row| text_at(b.column(0), row)).await?;
     Ok(out.into_iter().collect())
 }
@@ -230,7 +223,7 @@ pub(super) async fn string_pairs(
     ctx: &Ctx<'_>,
     storages: &[String],
     sql: &str,
-) -> StmtResult<BTreeSet<(String, String)>> {
+) -> Result<BTreeSet<(String, String)>> {
     distinct_rows(ctx, storages, sql, |b, row| {
         (text_at(b.column(0), row), text_at(b.column(1), row))
     })

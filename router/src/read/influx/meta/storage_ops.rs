@@ -9,34 +9,33 @@ use shardhouse_eval::Series;
 use shardhouse_influxql::time::{split_condition, time_range, TimeRange};
 use shardhouse_influxql::{BinaryOp, Expr, Literal, MeasurementMatch, SeriesFilter, VarRef};
 
-use super::super::select::StmtResult;
 use super::super::Ctx;
 use super::database_of;
 use super::series_index::from_measurements;
+use crate::error::{Error, Result};
 
-pub(super) async fn apply(ctx: &Ctx<'_>, op: storage_op::Op) -> StmtResult<Vec<Series>> {
+pub(super) async fn apply(ctx: &Ctx<'_>, op: storage_op::Op) -> Result<Vec<Series>> {
     ctx.router
         .cluster
         .storage_all(&StorageOp { op: Some(op) })
-        .await
-        .map_err(|e| e.to_string())?;
+        .await?;
     Ok(Vec::new())
 }
 
-pub(super) fn valid_database(name: &str) -> StmtResult<()> {
+pub(super) fn valid_database(name: &str) -> Result<()> {
     influx_valid_name(name)?;
-    shardhouse_common::names::validate_database(name).map_err(|e| e.to_string())
+    shardhouse_common::names::validate_database(name).map_err(Error::statement)
 }
 
 /// InfluxDB's rule for database and retention policy names (`ValidName`),
 /// in its words: not `.` or `..`, no `/` or `\`, no control characters.
-pub(super) fn influx_valid_name(name: &str) -> StmtResult<()> {
+pub(super) fn influx_valid_name(name: &str) -> Result<()> {
     let bad = name == "."
         || name == ".."
         || name.contains(['/', '\\'])
         || name.chars().any(char::is_control);
     if bad {
-        return Err("invalid name".into());
+        return Err(Error::statement("invalid name"));
     }
     Ok(())
 }
@@ -46,22 +45,24 @@ pub(super) async fn delete(
     ctx: &Ctx<'_>,
     f: &SeriesFilter,
     drop_series: bool,
-) -> StmtResult<Vec<Series>> {
+) -> Result<Vec<Series>> {
     let db = database_of(ctx, None)?;
     let (range, tags) = match &f.condition {
         None => (TimeRange::UNBOUNDED, None),
         Some(c) => {
-            let parts = split_condition(c, |_| true).map_err(|e| e.to_string())?;
+            let parts = split_condition(c, |_| true)?;
             if parts.fields.is_some() {
-                return Err(format!(
+                return Err(Error::statement(format!(
                     "fields not supported in WHERE clause during deletion: {c}"
-                ));
+                )));
             }
             if drop_series && parts.time.is_some() {
-                return Err("DROP SERIES doesn't support time in WHERE clause".into());
+                return Err(Error::statement(
+                    "DROP SERIES doesn't support time in WHERE clause",
+                ));
             }
             let range = match &parts.time {
-                Some(t) => time_range(t, ctx.now).map_err(|e| e.to_string())?,
+                Some(t) => time_range(t, ctx.now)?,
                 None => TimeRange::UNBOUNDED,
             };
             (range, parts.tags.as_ref().map(tag_expr_of).transpose()?)
@@ -104,9 +105,9 @@ pub(super) async fn delete(
 }
 
 /// A tag condition as the storage operation's predicate.
-pub(super) fn tag_expr_of(e: &Expr) -> StmtResult<TagExpr> {
+pub(super) fn tag_expr_of(e: &Expr) -> Result<TagExpr> {
     let bad = || {
-        format!("only tag comparisons (=, !=, =~, !~) joined by AND/OR can select points to delete, found {e}")
+        Error::statement(format!("only tag comparisons (=, !=, =~, !~) joined by AND/OR can select points to delete, found {e}"))
     };
     let Expr::Binary { op, lhs, rhs } = e else {
         return Err(bad());
@@ -179,7 +180,7 @@ mod tests {
     fn names_influxdb_refuses() {
         for bad in [".", "..", "a/b", "a\\b", "a\u{1}"] {
             assert_eq!(
-                influx_valid_name(bad).unwrap_err(),
+                influx_valid_name(bad).unwrap_err().to_string(),
                 "invalid name",
                 "{bad:?}"
             );

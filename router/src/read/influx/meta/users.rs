@@ -9,31 +9,30 @@ use shardhouse_influxql::UserStatement;
 use super::series_index::{s, table};
 use crate::auth::users::{granted, revoked};
 use crate::auth::users_etcd::UserStore;
-use crate::read::influx::select::{database_exists, StmtResult};
+use crate::error::{Error, Result};
+use crate::read::influx::select::database_exists;
 use crate::read::influx::Ctx;
 
 /// Runs one user statement.
-pub async fn run(ctx: &Ctx<'_>, stmt: &UserStatement) -> StmtResult<Vec<Series>> {
+pub async fn run(ctx: &Ctx<'_>, stmt: &UserStatement) -> Result<Vec<Series>> {
     let router = ctx.router;
     let store = UserStore::new(
         &router.options.etcd_endpoints,
         &router.options.cluster,
         router.auth.users(),
     );
-    let msg = |e: crate::error::Error| e.to_string();
     match stmt {
         UserStatement::ShowUsers => {
             let rows = store
                 .list()
-                .await
-                .map_err(msg)?
+                .await?
                 .into_iter()
                 .map(|u| vec![s(u.name), Value::Bool(u.admin)])
                 .collect();
             Ok(vec![table("", &["user", "admin"], rows)])
         }
         UserStatement::ShowGrants { name } => {
-            let user = store.user(name).await.map_err(msg)?;
+            let user = store.user(name).await?;
             let rows = user
                 .privileges
                 .iter()
@@ -45,17 +44,11 @@ pub async fn run(ctx: &Ctx<'_>, stmt: &UserStatement) -> StmtResult<Vec<Series>>
             name,
             password,
             admin,
-        } => store
-            .create(name, password, *admin)
-            .await
-            .map_err(msg)
-            .map(none),
-        UserStatement::Drop { name } => store.drop_user(name).await.map_err(msg).map(none),
-        UserStatement::SetPassword { name, password } => store
-            .set_password(name, password)
-            .await
-            .map_err(msg)
-            .map(none),
+        } => store.create(name, password, *admin).await.map(none),
+        UserStatement::Drop { name } => store.drop_user(name).await.map(none),
+        UserStatement::SetPassword { name, password } => {
+            store.set_password(name, password).await.map(none)
+        }
         UserStatement::Grant {
             privilege,
             database,
@@ -63,11 +56,7 @@ pub async fn run(ctx: &Ctx<'_>, stmt: &UserStatement) -> StmtResult<Vec<Series>>
         } => {
             known_database(ctx, &store, user, database.as_deref()).await?;
             let (p, db) = (*privilege, database.as_deref());
-            store
-                .update(user, |u| granted(u, p, db))
-                .await
-                .map_err(msg)
-                .map(none)
+            store.update(user, |u| granted(u, p, db)).await.map(none)
         }
         UserStatement::Revoke {
             privilege,
@@ -76,11 +65,7 @@ pub async fn run(ctx: &Ctx<'_>, stmt: &UserStatement) -> StmtResult<Vec<Series>>
         } => {
             known_database(ctx, &store, user, database.as_deref()).await?;
             let (p, db) = (*privilege, database.as_deref());
-            store
-                .update(user, |u| revoked(u, p, db))
-                .await
-                .map_err(msg)
-                .map(none)
+            store.update(user, |u| revoked(u, p, db)).await.map(none)
         }
     }
 }
@@ -96,13 +81,13 @@ async fn known_database(
     store: &UserStore<'_>,
     user: &str,
     database: Option<&str>,
-) -> StmtResult<()> {
+) -> Result<()> {
     let Some(db) = database else {
         return Ok(());
     };
-    store.user(user).await.map_err(|e| e.to_string())?;
+    store.user(user).await?;
     if !database_exists(ctx, db).await? {
-        return Err(format!("database not found: {db}"));
+        return Err(Error::NotFound(format!("database not found: {db}")));
     }
     Ok(())
 }

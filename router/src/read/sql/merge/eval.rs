@@ -4,6 +4,7 @@
 //! short list of functions is known.
 
 use super::aggregate::add;
+use crate::error::{Error, Result};
 use crate::read::sql::plan::{BinOp, RExpr};
 use crate::read::sql::value::Value;
 use std::cmp::Ordering;
@@ -19,7 +20,7 @@ fn bool_value(b: bool) -> Value {
 
 /// Evaluates a router expression as ClickHouse would: NULL propagates,
 /// `/` is a float division, comparisons and logic give 0/1.
-pub(super) fn eval(e: &RExpr, ctx: &Ctx) -> Result<Value, String> {
+pub(super) fn eval(e: &RExpr, ctx: &Ctx) -> Result<Value> {
     Ok(match e {
         RExpr::Col(c) => ctx.row.get(*c).cloned().unwrap_or(Value::Null),
         RExpr::Agg(a) => ctx.aggs[*a].clone(),
@@ -65,10 +66,7 @@ pub(super) fn eval(e: &RExpr, ctx: &Ctx) -> Result<Value, String> {
             }
         }
         RExpr::Func(name, args) => {
-            let vals: Vec<Value> = args
-                .iter()
-                .map(|a| eval(a, ctx))
-                .collect::<Result<_, _>>()?;
+            let vals: Vec<Value> = args.iter().map(|a| eval(a, ctx)).collect::<Result<_>>()?;
             func(name, &vals)?
         }
     })
@@ -99,7 +97,9 @@ fn arith(op: BinOp, a: &Value, b: &Value) -> Value {
     }
 }
 
-fn func(name: &str, v: &[Value]) -> Result<Value, String> {
+/// A function the planner let through that is not evaluated here is the
+/// planner's bug.
+fn func(name: &str, v: &[Value]) -> Result<Value> {
     let num = |i: usize| v.get(i).and_then(Value::as_f64);
     let f = |x: Option<f64>, g: fn(f64) -> f64| x.map_or(Value::Null, |x| Value::Float(g(x)));
     Ok(match name {
@@ -149,6 +149,10 @@ fn func(name: &str, v: &[Value]) -> Result<Value, String> {
             .find(|x| !x.is_null())
             .cloned()
             .unwrap_or(Value::Null),
-        other => return Err(format!("function {other} is not evaluated by the router")),
+        other => {
+            return Err(Error::Internal(format!(
+                "function {other} is not evaluated by the router"
+            )))
+        }
     })
 }
