@@ -161,6 +161,55 @@ pub fn retry_after_secs(d: Duration) -> u64 {
 /// sends `Retry-After` instead.
 pub const RETRY_AFTER_MS: &str = "retry-after-ms";
 
+/// The gRPC metadata key of a `NotFound` read answer saying what is
+/// missing ([`Missing`]).
+pub const MISSING: &str = "shardhouse-missing";
+
+/// What a read found missing on a replica, told in the `NotFound` status
+/// (metadata [`MISSING`]) so the router acts on it without reading the
+/// message: a shard that holds no such table yet has no rows to add, and a
+/// column one shard lacks reads as NULL there (`/api/v1/sql`). A
+/// `NotFound` without it is a node that holds no replica of the shard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Missing {
+    /// The shard holds no such database or table yet: nothing was written
+    /// there.
+    Table,
+    /// A column (an identifier) the statement names is not in the shard's
+    /// table.
+    Column,
+}
+
+impl Missing {
+    fn as_str(self) -> &'static str {
+        match self {
+            Missing::Table => "table",
+            Missing::Column => "column",
+        }
+    }
+
+    /// The `NotFound` status of a read that found this missing.
+    pub fn status(self, message: impl Into<String>) -> tonic::Status {
+        let mut status = tonic::Status::not_found(message);
+        status.metadata_mut().insert(
+            MISSING,
+            tonic::metadata::MetadataValue::from_static(self.as_str()),
+        );
+        status
+    }
+
+    /// What `status` says is missing; `None` for any other answer.
+    pub fn of(status: &tonic::Status) -> Option<Missing> {
+        if status.code() != tonic::Code::NotFound {
+            return None;
+        }
+        let mark = status.metadata().get(MISSING)?;
+        [Missing::Table, Missing::Column]
+            .into_iter()
+            .find(|m| mark.as_bytes() == m.as_str().as_bytes())
+    }
+}
+
 /// The one conversion of an error into a gRPC status.
 pub fn to_tonic_status<E: ErrorExt + ?Sized>(e: &E) -> tonic::Status {
     let mut status = tonic::Status::new(e.status_code().grpc_code(), e.output_msg());
@@ -326,6 +375,25 @@ mod tests {
         assert_eq!(retry_after_secs(Duration::from_millis(1500)), 2);
         assert_eq!(retry_after_secs(Duration::from_millis(10)), 1);
         assert_eq!(retry_after_secs(Duration::from_secs(3)), 3);
+    }
+
+    #[test]
+    fn a_read_says_what_is_missing_in_its_status() {
+        for m in [Missing::Table, Missing::Column] {
+            let s = m.status("Code: 60. DB::Exception: no table");
+            assert_eq!(s.code(), tonic::Code::NotFound);
+            assert_eq!(Missing::of(&s), Some(m));
+            assert_eq!(s.message(), "Code: 60. DB::Exception: no table");
+        }
+        // A node without a replica of the shard: not found, nothing missing.
+        assert_eq!(Missing::of(&tonic::Status::not_found("no replica")), None);
+        // The mark counts on a NotFound only.
+        let mut s = tonic::Status::invalid_argument("x");
+        s.metadata_mut().insert(
+            MISSING,
+            tonic::metadata::MetadataValue::from_static("table"),
+        );
+        assert_eq!(Missing::of(&s), None);
     }
 
     #[test]

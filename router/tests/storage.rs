@@ -107,8 +107,8 @@ impl Stack {
             let ipc = match r {
                 Ok(r) => r.into_inner().result_ipc,
                 Err(s)
-                    if s.message().contains("UNKNOWN_TABLE")
-                        || s.message().contains("UNKNOWN_DATABASE") =>
+                    if shardhouse_common::status::Missing::of(&s)
+                        == Some(shardhouse_common::status::Missing::Table) =>
                 {
                     continue
                 }

@@ -1,6 +1,6 @@
 //! The engine's one error type.
 
-use shardhouse_common::status::{ErrorExt, StatusCode};
+use shardhouse_common::status::{ErrorExt, Missing, StatusCode};
 use std::path::PathBuf;
 
 /// Everything the engine can report. Messages say what the caller should do.
@@ -56,6 +56,11 @@ pub enum EngineError {
     #[error("invalid query: {0}")]
     InvalidQuery(String),
 
+    /// A read of a shard that holds no such database yet (nothing was
+    /// written there): the router counts it as no rows from this shard.
+    #[error("shard {shard} holds no database {database} yet: nothing was written there")]
+    NoDatabase { shard: u32, database: String },
+
     #[error("shard {shard}: table `{table}` has rows that cannot be stored yet ({reason}); a query reading it would miss them, so it fails until the flush succeeds (see docs/operations.md, \"A table that cannot flush\")")]
     TableUnavailable {
         shard: u32,
@@ -92,11 +97,43 @@ pub enum EngineError {
 /// `Result` with [`EngineError`].
 pub type Result<T, E = EngineError> = std::result::Result<T, E>;
 
+/// ClickHouse's codes for what a read can find missing (its
+/// `ErrorCodes.cpp`): an identifier (a column), a table, a database.
+const UNKNOWN_IDENTIFIER: u32 = 47;
+const UNKNOWN_TABLE: u32 = 60;
+const UNKNOWN_DATABASE: u32 = 81;
+
 impl EngineError {
     pub(crate) fn sql(context: impl Into<String>, err: adbc_core::error::Error) -> Self {
         EngineError::Sql {
             context: context.into(),
             message: err.message,
+        }
+    }
+}
+
+impl EngineError {
+    /// The ClickHouse error code of a chDB statement error: the number of
+    /// its `Code: N.` (chDB's error carries no other form of it).
+    pub fn chdb_code(&self) -> Option<u32> {
+        let EngineError::Sql { message, .. } = self else {
+            return None;
+        };
+        let (_, after) = message.split_once("Code: ")?;
+        let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+        after[..digits].parse().ok()
+    }
+
+    /// What a read found missing, if that is why it failed: a database or
+    /// table the shard does not hold yet, or a column its table lacks.
+    pub fn missing(&self) -> Option<Missing> {
+        if let EngineError::NoDatabase { .. } = self {
+            return Some(Missing::Table);
+        }
+        match self.chdb_code()? {
+            UNKNOWN_TABLE | UNKNOWN_DATABASE => Some(Missing::Table),
+            UNKNOWN_IDENTIFIER => Some(Missing::Column),
+            _ => None,
         }
     }
 }
@@ -124,6 +161,7 @@ impl ErrorExt for EngineError {
             | E::InvalidDatabase(_)
             | E::BadSnapshot { .. }
             | E::BackupFiles { .. } => StatusCode::InvalidArgument,
+            E::NoDatabase { .. } => StatusCode::NotFound,
             // The target already holds data: nothing was changed.
             E::RestoreRefused { .. } => StatusCode::AlreadyExists,
             // May pass, or another replica serves it.
@@ -138,6 +176,45 @@ impl ErrorExt for EngineError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_of_what_a_shard_lacks_say_what_is_missing() {
+        let sql = |m: &str| EngineError::Sql {
+            context: "q".into(),
+            message: m.into(),
+        };
+        let cases = [
+            (
+                "[chdb] Code: 81. DB::Exception: Database shard_0000 does not exist. (UNKNOWN_DATABASE)",
+                Some(Missing::Table),
+            ),
+            (
+                "Code: 60. DB::Exception: Unknown table expression identifier 'cpu'. (UNKNOWN_TABLE)",
+                Some(Missing::Table),
+            ),
+            (
+                "Code: 47. DB::Exception: Unknown expression identifier `v` in scope SELECT v FROM cpu. (UNKNOWN_IDENTIFIER)",
+                Some(Missing::Column),
+            ),
+            // A syntax error, and a code that only starts like one.
+            ("Code: 62. DB::Exception: Syntax error. (SYNTAX_ERROR)", None),
+            ("Code: 600. DB::Exception: something else", None),
+            ("no code at all", None),
+        ];
+        for (message, missing) in cases {
+            assert_eq!(sql(message).missing(), missing, "{message}");
+        }
+        assert_eq!(sql("Code: 60. x").chdb_code(), Some(60));
+        let none = EngineError::NoDatabase {
+            shard: 0,
+            database: "db".into(),
+        };
+        assert_eq!(none.missing(), Some(Missing::Table));
+        assert_eq!(
+            EngineError::InvalidQuery("Code: 60.".into()).missing(),
+            None
+        );
+    }
 
     #[test]
     fn each_error_has_one_status() {
@@ -200,6 +277,11 @@ mod tests {
         for (e, code) in table {
             assert_eq!(e.status_code(), code, "{e}");
         }
+        let e = EngineError::NoDatabase {
+            shard: 1,
+            database: s("db"),
+        };
+        assert_eq!(e.status_code(), S::NotFound);
         let e = EngineError::Sync {
             path: "/x".into(),
             source: io(),

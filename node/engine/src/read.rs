@@ -126,14 +126,14 @@ impl Engine {
         });
         // Nothing to read yet: the router treats this as "no rows here".
         if !exists {
-            return Err(EngineError::InvalidQuery(format!(
-                "Database {} does not exist. (UNKNOWN_DATABASE)",
-                if database.is_empty() {
+            return Err(EngineError::NoDatabase {
+                shard,
+                database: if database.is_empty() {
                     layout::shard_db(shard)
                 } else {
                     database.to_string()
-                }
-            )));
+                },
+            });
         }
         let db = if database.is_empty() {
             layout::shard_db(shard)

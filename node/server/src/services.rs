@@ -13,7 +13,7 @@ use shardhouse_common::proto::{
     ShardStatesReply, ShardStatesRequest, ShardUnavailable, SnapshotChunk, StorageRequest,
     TransferLeaderRequest, WriteManyRequest, WriteManyResponse, WriteRequest, WriteResponse,
 };
-use shardhouse_common::status;
+use shardhouse_common::status::{self, ErrorExt};
 use shardhouse_common::wire;
 use shardhouse_wal::{Role, ShardStatus, WalError};
 use std::sync::Arc;
@@ -208,9 +208,7 @@ impl proto::node_server::Node for NodeService {
         })
         .await
         .map_err(|e| Status::internal(e.to_string()))?
-        // A table that cannot flush here is Unavailable: another
-        // replica may store it fine.
-        .map_err(|e| status::to_tonic_status(&e))?;
+        .map_err(|e| read_status(&e))?;
         // An empty schema when there are no rows to answer with.
         let schema = batches
             .first()
@@ -218,6 +216,18 @@ impl proto::node_server::Node for NodeService {
         let result_ipc =
             wire::encode_stream(&schema, &batches).map_err(|e| Status::internal(e.to_string()))?;
         Ok(Response::new(QueryResponse { result_ipc }))
+    }
+}
+
+/// The status of a read that failed with `e`: what the shard lacks is a
+/// `NotFound` saying what ([`status::Missing`]: the router counts a
+/// missing table as no rows and asks again without a missing column);
+/// a table that cannot flush here is `Unavailable` (another replica may
+/// store it fine); the rest as the engine classifies it.
+fn read_status(e: &shardhouse_engine::EngineError) -> Status {
+    match e.missing() {
+        Some(missing) => missing.status(e.output_msg()),
+        None => status::to_tonic_status(e),
     }
 }
 

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use shardhouse_common::proto::QueryRequest;
+use shardhouse_common::status::Missing;
 use tokio::time::Instant;
 
 use crate::cluster::Cluster;
@@ -148,21 +149,27 @@ impl Cluster {
             }
             let mut call = tonic::Request::new(req.clone());
             call.set_timeout(deadline - now);
-            match self.node_client(&target.1)?.query(call).await {
+            let s = match self.node_client(&target.1)?.query(call).await {
                 Ok(r) => return Ok(r.into_inner().result_ipc),
+                Err(s) => s,
+            };
+            match (Missing::of(&s), s.code()) {
                 // A shard that has not received a point of this
                 // measurement yet has no database or table: it
                 // contributes no rows (empty bytes), not an error.
-                Err(s)
-                    if s.code() == tonic::Code::InvalidArgument
-                        && is_missing_table(s.message()) =>
-                {
-                    return Ok(Vec::new())
+                (Some(Missing::Table), _) => return Ok(Vec::new()),
+                (Some(Missing::Column), _) => {
+                    return Err(Error::UnknownColumn {
+                        shard,
+                        reason: s.message().to_owned(),
+                    })
                 }
-                Err(s) if s.code() == tonic::Code::InvalidArgument => {
+                (None, tonic::Code::InvalidArgument) => {
                     return Err(Error::BadRequest(format!("shard {shard}: {}", s.message())))
                 }
-                Err(s) => {
+                // Another replica may answer (this node holds none, is
+                // not ready, or is out of reach).
+                (None, _) => {
                     last = format!("node {}: {}", target.0, s.message());
                     target = self.next_replica(&map, shard, target.0).unwrap_or(target);
                 }
@@ -173,10 +180,4 @@ impl Cluster {
             reason: format!("query failed on every replica; last: {last}"),
         })
     }
-}
-
-/// True when chDB said the shard's database or the queried table does not
-/// exist (codes 81 UNKNOWN_DATABASE and 60 UNKNOWN_TABLE).
-pub fn is_missing_table(message: &str) -> bool {
-    message.contains("UNKNOWN_DATABASE") || message.contains("UNKNOWN_TABLE")
 }

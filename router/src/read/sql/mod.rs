@@ -167,7 +167,7 @@ pub async fn run(
     )
     .await;
     // Shards that lack a column other shards have read it as NULL.
-    let unknown = |r: &Result<Vec<u8>>| matches!(r, Err(Error::BadRequest(m)) if m.contains("UNKNOWN_IDENTIFIER") || m.contains("Missing columns"));
+    let unknown = |r: &Result<Vec<u8>>| matches!(r, Err(Error::UnknownColumn { .. }));
     if answers.iter().any(unknown) {
         let columns = shard_columns(router, database, shards, deadline).await?;
         let union: HashSet<String> = columns.iter().flatten().cloned().collect();

@@ -6,18 +6,6 @@ use super::*;
 use arrow_array::{Array, Int64Array, ListArray, StructArray};
 
 #[test]
-fn missing_database_or_table_is_recognised() {
-    use crate::cluster::read::is_missing_table;
-    assert!(is_missing_table("chDB statement failed (USE `shard_0000`): [chdb] Code: 81. DB::Exception: Database shard_0000 does not exist. (UNKNOWN_DATABASE)"));
-    assert!(is_missing_table(
-        "Code: 60. DB::Exception: Unknown table expression identifier 'cpu'. (UNKNOWN_TABLE)"
-    ));
-    assert!(!is_missing_table(
-        "Code: 62. DB::Exception: Syntax error (SYNTAX_ERROR)"
-    ));
-}
-
-#[test]
 fn only_single_selects_pass() {
     assert_eq!(validate_select(" select 1; ").unwrap(), "select 1");
     assert!(validate_select("SELECT count() FROM cpu").is_ok());
