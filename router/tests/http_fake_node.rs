@@ -4,7 +4,8 @@
 //! The fake node and the harness are in `fake`; the tests are grouped by
 //! topic: `write` (status codes of the write path), `coalesce` (shared node
 //! writes), `formats` (limits and the other write formats), `names`
-//! (unstorable input, issue 12) and `endpoints` (ping, health, ready, SQL).
+//! (unstorable input, issue 12), `endpoints` (ping, health, ready, SQL)
+//! and `reads` (how a shard that cannot answer a read is answered).
 
 #[path = "http_fake_node/coalesce.rs"]
 mod coalesce;
@@ -16,5 +17,7 @@ mod fake;
 mod formats;
 #[path = "http_fake_node/names.rs"]
 mod names;
+#[path = "http_fake_node/reads.rs"]
+mod reads;
 #[path = "http_fake_node/write.rs"]
 mod write;

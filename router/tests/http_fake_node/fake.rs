@@ -9,6 +9,7 @@ use shardhouse_common::proto::{
     WriteManyRequest, WriteManyResponse, WriteRequest, WriteResponse,
 };
 use shardhouse_common::shard_map::{NodeInfo, ShardMap};
+use shardhouse_common::status::Missing;
 use shardhouse_router::cluster::Cluster;
 use shardhouse_router::config::RouterOptions;
 use shardhouse_router::RunningRouter;
@@ -30,8 +31,21 @@ pub(crate) enum Mode {
     RejectMeasurement(String),
 }
 
+/// How the fake node fails every Query call, when told to.
+#[derive(Clone, Copy)]
+pub(crate) enum QueryFailure {
+    /// Not ready to serve (no leader, shutting down): try another replica.
+    Unavailable,
+    /// The shard lacks what the statement reads (the node's NotFound with
+    /// `shardhouse-missing`).
+    Missing(Missing),
+    /// The statement is refused (a chDB error of the statement's own).
+    Invalid,
+}
+
 #[derive(Default)]
 pub(crate) struct FakeState {
+    pub(crate) query_failure: Option<QueryFailure>,
     pub(crate) mode: Mode,
     pub(crate) writes: Vec<WriteRequest>,
     /// Node.Write calls that committed (a coalesced one counts once).
@@ -173,6 +187,16 @@ impl Node for FakeNode {
         req: tonic::Request<QueryRequest>,
     ) -> Result<tonic::Response<QueryResponse>, tonic::Status> {
         let req = req.into_inner();
+        match self.state.lock().await.query_failure {
+            Some(QueryFailure::Unavailable) => {
+                return Err(tonic::Status::unavailable("no leader for shard"))
+            }
+            Some(QueryFailure::Missing(m)) => return Err(m.status("Code: 60. no such table")),
+            Some(QueryFailure::Invalid) => {
+                return Err(tonic::Status::invalid_argument("Code: 62. Syntax error"))
+            }
+            None => {}
+        }
         let shard = req.shard;
         let table = req
             .sql
