@@ -13,23 +13,23 @@
 //! partials per bucket and series; the others from the shards' points. Either
 //! way every answer equals one evaluation over all the data (docs/api.md).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+mod facts;
+mod merge;
 
-use arrow_array::RecordBatch;
-use shardhouse_eval::partials::{group_key, merge_groups, Groups};
+use std::collections::{BTreeMap, BTreeSet};
+
 use shardhouse_eval::{
-    finish, only_selector, time_zone, Emitted, EvalOptions, Gathered, Interval, Point, Series,
-    SeriesKey, Value, Windowing,
+    finish, only_selector, time_zone, EvalOptions, Interval, Series, Value, Windowing, Zone,
 };
 use shardhouse_influxql::time::{split_condition, time_range, TimeRange};
 use shardhouse_influxql::{
     Dimension, Expr, MeasurementMatch, SelectStatement, SortOrder, Source, VarRef,
 };
 
-use super::fetch::{self, int_at, u64_at, value_at};
-use super::fields::{contains_call, mentions_tag, plan_fields, uses_tags, Plan, Slot};
+use super::fetch;
+use super::fields::{contains_call, mentions_tag, plan_fields, uses_tags, Plan, Planned, Slot};
 use super::pushdown;
-use super::sqlgen::{self, FactQuery, Ref};
+use super::sqlgen::{self, Ref};
 use super::Ctx;
 use crate::error::{Error, Result};
 
@@ -182,6 +182,11 @@ pub(crate) async fn database_exists(ctx: &Ctx<'_>, database: &str) -> Result<boo
     Ok(listed.iter().any(|d| d.name == database))
 }
 
+/// One measurement of a `SELECT`, in named steps: the catalog (which
+/// fields each shard has, [`schema`]), the statement's [`Shape`] (time
+/// range, conditions, grouping), the series (tag index rows, when the
+/// statement needs tags), the facts (each shard's points or partial
+/// aggregates, `facts.rs`) and their merge into the answer (`merge.rs`).
 /// `alone`: the statement reads no other measurement (see
 /// [`plan_fields`]).
 async fn one_measurement(
@@ -192,122 +197,256 @@ async fn one_measurement(
     alone: bool,
 ) -> Result<Vec<Series>> {
     let schema = schema(ctx, database, measurement).await?;
-    let is_field = |n: &str| schema.fields.contains_key(n);
-    let ascending = stmt.order_by != Some(SortOrder::Descending);
-
-    // WHERE: time range, tag part (series selection), field part.
-    let (mut range, tag_cond, field_cond) = match &stmt.condition {
-        None => (TimeRange::UNBOUNDED, None, None),
-        Some(c) => {
-            let parts = split_condition(c, |n| !is_field(n))?;
-            let range = match &parts.time {
-                Some(t) => time_range(t, ctx.now)?,
-                None => TimeRange::UNBOUNDED,
-            };
-            (range, parts.tags, parts.fields)
-        }
+    let Some(shape) = Shape::of(ctx, stmt, &schema, database, measurement).await? else {
+        return Ok(Vec::new());
     };
-    let tag_sql = tag_cond
-        .as_ref()
-        .map(|c| sqlgen::condition_sql(c, &|v: &VarRef| Ref::Tag(v.name.clone())))
-        .transpose()?;
-    // A tag beside a field under OR (or compared with a field) is read
-    // from the series' tags joined to each point.
-    let join_series_tags = field_cond
-        .as_ref()
-        .is_some_and(|fc| mentions_tag(fc, &is_field));
-    let field_cond = field_cond.map(|fc| {
-        sqlgen::untyped_tag_comparisons(&fc, &|v: &VarRef| {
-            if sqlgen::is_tag_ref(v, &is_field) {
-                None
-            } else {
-                Some(schema.fields.get(&v.name).copied().unwrap_or("float"))
-            }
-        })
-    });
-
-    // GROUP BY.
-    let mut interval = None;
-    let mut dims_spec = Vec::new();
-    for d in &stmt.group_by {
-        match d {
-            Dimension::Time {
-                interval: i,
-                offset,
-            } => interval = Some(Interval::new(*i, *offset, ctx.now)?),
-            other => dims_spec.push(other.clone()),
-        }
+    let series = series(ctx, stmt, &shape, &schema, database, measurement).await?;
+    let tag_keys: BTreeSet<String> = series
+        .iter()
+        .flat_map(|s| s.values().flat_map(|t| t.keys().cloned()))
+        .collect();
+    let dims = dimensions(&shape.dims_spec, &tag_keys)?;
+    let shown_tags: BTreeSet<String> = tag_keys
+        .difference(&dims.iter().cloned().collect())
+        .cloned()
+        .collect();
+    let planned = plan_fields(&stmt.fields, &schema, &shown_tags, shape.duration(), alone)?;
+    super::fields::check_top_limit(&stmt.fields, stmt.limit)?;
+    if planned.plans.is_empty() {
+        return Ok(Vec::new());
     }
-    let has_call = stmt.fields.iter().any(|f| contains_call(&f.expr));
-    if interval.is_some() {
-        if !has_call {
-            return Err(Error::statement(
-                "GROUP BY requires at least one aggregate function",
-            ));
+    let ascending = stmt.order_by != Some(SortOrder::Descending);
+    let lookback = lookback(&planned, shape.duration());
+    let read = read_range(shape.range, lookback, ascending);
+    let windowing = Windowing::new(shape.interval, read, shape.zone.clone());
+    let opts = EvalOptions {
+        ascending,
+        point_times: only_selector(&planned.fields),
+    };
+    // Shards aggregate in chDB when every field is a pushable aggregate of
+    // a field (pushdown.rs); otherwise they send their points.
+    let pushed = windowing.zone.is_none() && pushable(&planned, &schema);
+    let facts = facts::Facts {
+        measurement,
+        schema: &schema,
+        planned: &planned,
+        shape: &shape,
+        read,
+        pushed,
+        grouped_by_tags: !dims.is_empty(),
+        max_points: ctx.max_points,
+    };
+    let shards = facts.fetch(ctx, database).await?;
+    let rows = merge::Rows::new(measurement, series.as_ref(), &planned.slots, &dims);
+    let gathered = merge::gather(&rows, &planned, &shards, &windowing, pushed)?;
+    let out = finish(
+        stmt,
+        &planned.fields,
+        planned.assemble(gathered),
+        &windowing,
+        opts,
+    )?;
+    if lookback == 0 {
+        return Ok(out);
+    }
+    Ok(shown_rows(out, shape.range, &windowing, ascending))
+}
+
+/// Tag values per series id, from the tag index.
+type SeriesTags = BTreeMap<u64, BTreeMap<String, String>>;
+
+/// What the statement asks of one measurement, decided before any point
+/// is read: the time range, the tag condition as SQL, the field condition,
+/// `GROUP BY time()` and the other dimensions, the time zone.
+pub(super) struct Shape {
+    pub range: TimeRange,
+    pub tag_sql: Option<String>,
+    /// WHERE's field part, its tag comparisons typed
+    /// ([`sqlgen::untyped_tag_comparisons`]).
+    pub field_cond: Option<Expr>,
+    /// A tag beside a field under OR (or compared with a field) is read
+    /// from the series' tags joined to each point.
+    pub join_series_tags: bool,
+    pub interval: Option<Interval>,
+    pub dims_spec: Vec<Dimension>,
+    pub has_call: bool,
+    pub zone: Option<Zone>,
+}
+
+impl Shape {
+    /// The shape, or `None` when `GROUP BY time()` without a lower time
+    /// bound finds no point to start from (nothing to answer).
+    async fn of(
+        ctx: &Ctx<'_>,
+        stmt: &SelectStatement,
+        schema: &Schema,
+        database: &str,
+        measurement: &str,
+    ) -> Result<Option<Shape>> {
+        let mut shape = Shape::of_where(stmt, schema, ctx.now)?;
+        shape.group_by(stmt, ctx.now)?;
+        if shape.interval.is_some() {
+            if !shape.has_call {
+                return Err(Error::statement(
+                    "GROUP BY requires at least one aggregate function",
+                ));
+            }
+            if !shape
+                .time_bounds(ctx, database, measurement, schema)
+                .await?
+            {
+                return Ok(None);
+            }
         }
-        if !range.has_end() {
-            // InfluxDB ends GROUP BY time() queries at now() (inclusive).
-            range.end = ctx.now + 1;
+        shape.zone = stmt.timezone.as_deref().map(time_zone).transpose()?;
+        Ok(Some(shape))
+    }
+
+    /// WHERE: the time range, the tag part (series selection) as SQL and
+    /// the field part.
+    fn of_where(stmt: &SelectStatement, schema: &Schema, now: i64) -> Result<Shape> {
+        let is_field = |n: &str| schema.fields.contains_key(n);
+        let (range, tag_cond, field_cond) = match &stmt.condition {
+            None => (TimeRange::UNBOUNDED, None, None),
+            Some(c) => {
+                let parts = split_condition(c, |n| !is_field(n))?;
+                let range = match &parts.time {
+                    Some(t) => time_range(t, now)?,
+                    None => TimeRange::UNBOUNDED,
+                };
+                (range, parts.tags, parts.fields)
+            }
+        };
+        let tag_sql = tag_cond
+            .as_ref()
+            .map(|c| sqlgen::condition_sql(c, &|v: &VarRef| Ref::Tag(v.name.clone())))
+            .transpose()?;
+        let join_series_tags = field_cond
+            .as_ref()
+            .is_some_and(|fc| mentions_tag(fc, &is_field));
+        let field_cond = field_cond.map(|fc| {
+            sqlgen::untyped_tag_comparisons(&fc, &|v: &VarRef| {
+                if sqlgen::is_tag_ref(v, &is_field) {
+                    None
+                } else {
+                    Some(schema.fields.get(&v.name).copied().unwrap_or("float"))
+                }
+            })
+        });
+        Ok(Shape {
+            range,
+            tag_sql,
+            field_cond,
+            join_series_tags,
+            interval: None,
+            dims_spec: Vec::new(),
+            has_call: stmt.fields.iter().any(|f| contains_call(&f.expr)),
+            zone: None,
+        })
+    }
+
+    /// `GROUP BY`: the time interval and the other dimensions.
+    fn group_by(&mut self, stmt: &SelectStatement, now: i64) -> Result<()> {
+        for d in &stmt.group_by {
+            match d {
+                Dimension::Time {
+                    interval: i,
+                    offset,
+                } => self.interval = Some(Interval::new(*i, *offset, now)?),
+                other => self.dims_spec.push(other.clone()),
+            }
         }
-        if !range.has_start() {
-            // ... and starts them at the first point they read (bounds.rs).
+        Ok(())
+    }
+
+    /// InfluxDB's bounds of a `GROUP BY time()` statement: it ends at
+    /// now() (inclusive) and starts at the first point it reads
+    /// (bounds.rs); false when there is no such point. At most
+    /// [`MAX_BUCKETS`] buckets.
+    async fn time_bounds(
+        &mut self,
+        ctx: &Ctx<'_>,
+        database: &str,
+        measurement: &str,
+        schema: &Schema,
+    ) -> Result<bool> {
+        if !self.range.has_end() {
+            self.range.end = ctx.now + 1;
+        }
+        if !self.range.has_start() {
             let first = super::bounds::first_time(
                 ctx,
                 database,
                 measurement,
                 schema.samples,
-                range,
-                tag_sql.as_deref(),
+                self.range,
+                self.tag_sql.as_deref(),
             )
             .await?;
             match first {
-                Some(t) => range.start = t,
-                None => return Ok(Vec::new()),
+                Some(t) => self.range.start = t,
+                None => return Ok(false),
             }
         }
-        let width = interval.map_or(1, |iv| iv.duration).max(1);
-        if (range.end.saturating_sub(range.start)) / width > MAX_BUCKETS {
+        let width = self.duration().map_or(1, |d| d.max(1));
+        if (self.range.end.saturating_sub(self.range.start)) / width > MAX_BUCKETS {
             return Err(Error::statement(format!(
                 "max-select-buckets limit exceeded: the time range and GROUP BY time() interval give more than {MAX_BUCKETS} buckets"
             )));
         }
+        Ok(true)
     }
-    let zone = stmt.timezone.as_deref().map(time_zone).transpose()?;
-    let duration = interval.map(|iv| iv.duration);
 
-    // Which tags the statement needs decides whether the tag index is read.
-    let wants_tag_keys = dims_spec
+    /// The `GROUP BY time()` interval's length.
+    fn duration(&self) -> Option<i64> {
+        self.interval.map(|iv| iv.duration)
+    }
+}
+
+/// The tags of the measurement's series matching the tag condition, read
+/// from the tag index only when the statement needs tags: to group by, to
+/// show (`*`), to compute with, or to order raw rows (by series key at
+/// equal times).
+async fn series(
+    ctx: &Ctx<'_>,
+    stmt: &SelectStatement,
+    shape: &Shape,
+    schema: &Schema,
+    database: &str,
+    measurement: &str,
+) -> Result<Option<SeriesTags>> {
+    let is_field = |n: &str| schema.fields.contains_key(n);
+    let wants_tag_keys = shape
+        .dims_spec
         .iter()
         .any(|d| matches!(d, Dimension::Wildcard | Dimension::Regex(_)))
-        || (!has_call
+        || (!shape.has_call
             && stmt
                 .fields
                 .iter()
                 .any(|f| matches!(f.expr, Expr::Wildcard(_))));
-    // Raw rows are ordered by series key at equal times, so raw
-    // statements read the tag index too.
-    let series = if wants_tag_keys
-        || !dims_spec.is_empty()
-        || !has_call
-        || stmt.fields.iter().any(|f| uses_tags(&f.expr, &is_field))
-    {
-        let answers = fetch::on_every_shard(
-            ctx.router,
-            database,
-            &sqlgen::series_sql(measurement, tag_sql.as_deref()),
-            ctx.deadline,
-        )
-        .await?;
-        Some(fetch::series_tags(&answers))
-    } else {
-        None
-    };
-    let tag_keys: BTreeSet<String> = series
-        .iter()
-        .flat_map(|s| s.values().flat_map(|t| t.keys().cloned()))
-        .collect();
+    let needed = wants_tag_keys
+        || !shape.dims_spec.is_empty()
+        || !shape.has_call
+        || stmt.fields.iter().any(|f| uses_tags(&f.expr, &is_field));
+    if !needed {
+        return Ok(None);
+    }
+    let answers = fetch::on_every_shard(
+        ctx.router,
+        database,
+        &sqlgen::series_sql(measurement, shape.tag_sql.as_deref()),
+        ctx.deadline,
+    )
+    .await?;
+    Ok(Some(fetch::series_tags(&answers)))
+}
+
+/// The tag keys the statement groups by, sorted (`*` and regexes expanded
+/// against the series' tag keys).
+fn dimensions(dims_spec: &[Dimension], tag_keys: &BTreeSet<String>) -> Result<Vec<String>> {
     let mut dims: Vec<String> = Vec::new();
-    for d in &dims_spec {
+    for d in dims_spec {
         match d {
             Dimension::Tag(t) => dims.push(t.clone()),
             Dimension::Wildcard => dims.extend(tag_keys.iter().cloned()),
@@ -320,327 +459,66 @@ async fn one_measurement(
     }
     dims.sort();
     dims.dedup();
+    Ok(dims)
+}
 
-    let shown_tags: BTreeSet<String> = tag_keys
-        .difference(&dims.iter().cloned().collect())
-        .cloned()
-        .collect();
-    let planned = plan_fields(&stmt.fields, &schema, &shown_tags, duration, alone)?;
-    super::fields::check_top_limit(&stmt.fields, stmt.limit)?;
-    if planned.plans.is_empty() {
-        return Ok(Vec::new());
-    }
-
-    // The read range: transformations over GROUP BY time() read back.
-    let mut read = range;
-    let mut lookback = 0;
-    if let Some(d) = duration {
-        lookback = planned
-            .plans
-            .iter()
-            .filter_map(|p| match p {
-                Plan::Aggregate { transform, .. } | Plan::Raw { transform, .. } => {
-                    transform.as_ref().map(|t| t.lookback(d))
-                }
-            })
-            .max()
-            .unwrap_or(0);
-        if ascending && read.has_start() {
-            read.start -= lookback;
-        } else if !ascending && read.has_end() {
-            read.end += lookback;
-        }
-    }
-    let windowing = Windowing::new(interval, read, zone);
-    let opts = EvalOptions {
-        ascending,
-        point_times: only_selector(&planned.fields),
+/// How far transformations over `GROUP BY time()` read back (0 without).
+fn lookback(planned: &Planned, duration: Option<i64>) -> i64 {
+    let Some(d) = duration else {
+        return 0;
     };
-
-    // Shards aggregate in chDB when every field is a pushable aggregate of
-    // a field (pushdown.rs); otherwise they send their points.
-    let pushed = windowing.zone.is_none()
-        && planned.plans.iter().all(|p| match p {
-            Plan::Aggregate {
-                agg,
-                slot,
-                aux_slots,
-                ..
-            } if aux_slots.is_empty() => match &planned.slots[*slot] {
-                Slot::Sql(Expr::VarRef(v)) => {
-                    pushdown::pushable(agg, schema.fields.get(&v.name).copied())
-                }
-                _ => false,
-            },
-            _ => false,
-        });
-
-    // Each shard's points (or groups), with only the columns it has.
-    let sql_slots: Vec<(usize, &Expr)> = planned
-        .slots
+    planned
+        .plans
         .iter()
-        .enumerate()
-        .filter_map(|(i, s)| match s {
-            Slot::Sql(e) => Some((i, e)),
-            Slot::Tag(_) => None,
+        .filter_map(|p| match p {
+            Plan::Aggregate { transform, .. } | Plan::Raw { transform, .. } => {
+                transform.as_ref().map(|t| t.lookback(d))
+            }
         })
-        .collect();
-    let per_shard_sql = |shard: u32| -> Result<String> {
-        let empty = BTreeSet::new();
-        let has = schema.per_shard.get(&shard).unwrap_or(&empty);
-        let resolve = |v: &VarRef| {
-            if has.contains(&v.name) {
-                Ref::Field(v.name.clone())
-            } else {
-                Ref::Missing
-            }
-        };
-        let mut columns = Vec::new();
-        for (i, e) in &sql_slots {
-            columns.push(format!(
-                "{} AS {}",
-                sqlgen::condition_sql(e, &resolve)?,
-                shardhouse_common::names::sql_ident(&format!("s{i}"))
-            ));
-            if let Some(any) = sqlgen::any_field_sql(e, &resolve) {
-                columns.push(format!(
-                    "{any} AS {}",
-                    shardhouse_common::names::sql_ident(&format!("p{i}"))
-                ));
-            }
-        }
-        let resolve_condition = |v: &VarRef| {
-            if sqlgen::is_tag_ref(v, &is_field) {
-                Ref::SeriesTag(v.name.clone())
-            } else {
-                resolve(v)
-            }
-        };
-        let field_sql = field_cond
-            .as_ref()
-            .map(|c| sqlgen::condition_sql(c, &resolve_condition))
-            .transpose()?;
-        let inner = sqlgen::fact_sql(&FactQuery {
-            measurement,
-            samples: schema.samples,
-            columns,
-            range: read,
-            tag_condition: tag_sql.clone(),
-            field_condition: field_sql,
-            limit: (!pushed).then_some(ctx.max_points as u64 + 1),
-            join_series_tags,
-        });
-        if !pushed {
-            return Ok(inner);
-        }
-        let mut aggs = Vec::new();
-        for (j, plan) in planned.plans.iter().enumerate() {
-            if let Plan::Aggregate { agg, slot, .. } = plan {
-                if let Slot::Sql(Expr::VarRef(v)) = &planned.slots[*slot] {
-                    if has.contains(&v.name) {
-                        let float = schema.fields.get(&v.name) == Some(&"float");
-                        aggs.extend(pushdown::columns(j, agg, &format!("s{slot}"), float));
-                    }
-                }
-            }
-        }
-        if aggs.is_empty() {
-            aggs.push("count() AS `__n`".into());
-        }
-        Ok(pushdown::grouped_sql(
-            &inner,
-            interval,
-            !dims.is_empty(),
-            &aggs,
-            ctx.max_points as u64 + 1,
-        ))
-    };
-    let mut sqls = BTreeMap::new();
-    for shard in schema.per_shard.keys() {
-        sqls.insert(*shard, per_shard_sql(*shard)?);
-    }
-    let answers = futures::future::join_all(sqls.iter().map(|(shard, sql)| async move {
-        let ipc = ctx
-            .router
-            .cluster
-            .planned_shard(database, *shard, sql, ctx.deadline)
-            .await?;
-        Ok::<_, Error>((*shard, ipc))
-    }))
-    .await
-    .into_iter()
-    .collect::<Result<Vec<_>>>()?;
-    let mut shards: Vec<Vec<RecordBatch>> = Vec::with_capacity(answers.len());
-    let mut points = 0usize;
-    for (shard, ipc) in answers {
-        let batches = fetch::decode(shard, ipc)?;
-        points += batches.iter().map(|b| b.num_rows()).sum::<usize>();
-        if points > ctx.max_points {
-            return Err(Error::statement(format!(
-                "the statement reads more than {} points (the router's --query-max-points); narrow the time range or the series, or aggregate with GROUP BY time()",
-                ctx.max_points
-            )));
-        }
-        shards.push(batches);
-    }
+        .max()
+        .unwrap_or(0)
+}
 
-    let no_tags = BTreeMap::new();
-    let tags_of = |sid: u64| -> &BTreeMap<String, String> {
-        series
-            .as_ref()
-            .and_then(|s| s.get(&sid))
-            .unwrap_or(&no_tags)
-    };
-    let slot_value = |b: &RecordBatch, row: usize, slot: usize, sid: u64| -> Value {
-        match &planned.slots[slot] {
-            Slot::Sql(_) => b
-                .schema()
-                .index_of(&format!("s{slot}"))
-                .map(|c| value_at(b.column(c), row))
-                .unwrap_or(Value::Null),
-            Slot::Tag(k) => tags_of(sid)
-                .get(k)
-                .map_or(Value::Null, |v| Value::String(v.clone())),
-        }
-    };
+/// The range to read: `lookback` before the range (after it when
+/// descending).
+fn read_range(range: TimeRange, lookback: i64, ascending: bool) -> TimeRange {
+    let mut read = range;
+    if ascending && read.has_start() {
+        read.start -= lookback;
+    } else if !ascending && read.has_end() {
+        read.end += lookback;
+    }
+    read
+}
 
-    // Series ranked by key (InfluxDB's order of raw rows at one time).
-    let ranks: HashMap<u64, u64> = series
-        .as_ref()
-        .map(|s| {
-            let mut keyed: Vec<(String, u64)> = s
-                .iter()
-                .map(|(sid, tags)| (super::meta::series_key(measurement, tags), *sid))
-                .collect();
-            keyed.sort();
-            keyed
-                .into_iter()
-                .enumerate()
-                .map(|(i, (_, sid))| (sid, i as u64))
-                .collect()
-        })
-        .unwrap_or_default();
-    let rank_of = |sid: u64| ranks.get(&sid).copied().unwrap_or(sid);
-    let mut gathered = Vec::with_capacity(planned.plans.len());
-    for (j, plan) in planned.plans.iter().enumerate() {
-        gathered.push(match plan {
-            Plan::Aggregate {
-                agg,
-                slot,
-                transform,
-                aux_slots,
-            } => {
-                let mut merged = Groups::new();
-                for batches in shards.iter().filter(|_| pushed) {
-                    for b in batches {
-                        for row in 0..b.num_rows() {
-                            let Some((bucket, sid)) = pushdown::keys(b, row) else {
-                                continue;
-                            };
-                            let Some(p) = pushdown::partial(b, row, j, agg) else {
-                                continue;
-                            };
-                            let bucket = if interval.is_some() {
-                                bucket
-                            } else {
-                                windowing.bucket_start(0)
-                            };
-                            let held = merged
-                                .entry(group_key(measurement, tags_of(sid), &dims))
-                                .or_default();
-                            match held.get_mut(&bucket) {
-                                Some(existing) => existing.merge(agg, p)?,
-                                None => {
-                                    held.insert(bucket, p);
-                                }
-                            }
-                        }
-                    }
-                }
-                for batches in shards.iter().filter(|_| !pushed) {
-                    let mut part = Groups::new();
-                    for b in batches {
-                        for row in 0..b.num_rows() {
-                            let (Some(t), Some(sid)) =
-                                (int_at(b.column(0), row), u64_at(b.column(1), row))
-                            else {
-                                continue;
-                            };
-                            if !windowing.range.contains(t) {
-                                continue;
-                            }
-                            let value = slot_value(b, row, *slot, sid);
-                            if value.is_null() {
-                                continue;
-                            }
-                            let row_aux = |slots: &[usize]| -> Vec<Value> {
-                                slots.iter().map(|s| slot_value(b, row, *s, sid)).collect()
-                            };
-                            let tags = tags_of(sid);
-                            let aux: Vec<String> = agg
-                                .aux_columns()
-                                .iter()
-                                .map(|k| tags.get(k).cloned().unwrap_or_default())
-                                .collect();
-                            part.entry(group_key(measurement, tags, &dims))
-                                .or_default()
-                                .entry(windowing.bucket_start(t))
-                                .or_insert_with(|| agg.empty_partial())
-                                .add(agg, &Point::with_aux(t, value, row_aux(aux_slots)), &aux)?;
-                        }
-                    }
-                    merge_groups(agg, &mut merged, part)?;
-                }
-                Gathered::Aggregate {
-                    agg: agg.clone(),
-                    transform: *transform,
-                    groups: merged,
-                }
+/// Whether every field is an aggregate of a field that chDB can compute
+/// as partials (pushdown.rs).
+fn pushable(planned: &Planned, schema: &Schema) -> bool {
+    planned.plans.iter().all(|p| match p {
+        Plan::Aggregate {
+            agg,
+            slot,
+            aux_slots,
+            ..
+        } if aux_slots.is_empty() => match &planned.slots[*slot] {
+            Slot::Sql(Expr::VarRef(v)) => {
+                pushdown::pushable(agg, schema.fields.get(&v.name).copied())
             }
-            Plan::Raw { slot, transform } => {
-                let mut raw: BTreeMap<SeriesKey, Vec<Emitted>> = BTreeMap::new();
-                for b in shards.iter().flatten() {
-                    for row in 0..b.num_rows() {
-                        let (Some(t), Some(sid)) =
-                            (int_at(b.column(0), row), u64_at(b.column(1), row))
-                        else {
-                            continue;
-                        };
-                        if !read.contains(t) {
-                            continue;
-                        }
-                        // A tag column shows on rows that have a field.
-                        if matches!(planned.slots[*slot], Slot::Tag(_))
-                            && !row_has_field(b, row, &planned.slots)
-                        {
-                            continue;
-                        }
-                        let value = slot_value(b, row, *slot, sid);
-                        // Arithmetic is null on a point that lacks one of
-                        // its fields, and InfluxDB still shows that row.
-                        if value.is_null() && (transform.is_some() || !has_any_field(b, row, *slot))
-                        {
-                            continue;
-                        }
-                        raw.entry(group_key(measurement, tags_of(sid), &dims))
-                            .or_default()
-                            .push(Emitted::of_series(t, value, rank_of(sid)));
-                    }
-                }
-                Gathered::Raw {
-                    transform: *transform,
-                    series: raw,
-                }
-            }
-        });
-    }
-    let gathered = planned.assemble(gathered);
-    let out = finish(stmt, &planned.fields, gathered, &windowing, opts)?;
-    if lookback == 0 {
-        return Ok(out);
-    }
-    // The buckets read back feed the transformations only: an aggregate
-    // beside one (`sum(v) / elapsed(sum(v), 1m)`) has a row there too.
+            _ => false,
+        },
+        _ => false,
+    })
+}
+
+/// The rows of `out` the statement's own range shows: the buckets read
+/// back feed the transformations only (an aggregate beside one, `sum(v) /
+/// elapsed(sum(v), 1m)`, has a row there too).
+fn shown_rows(
+    out: Vec<Series>,
+    range: TimeRange,
+    windowing: &Windowing,
+    ascending: bool,
+) -> Vec<Series> {
     let first = if ascending && range.has_start() {
         windowing.bucket_start(range.start)
     } else {
@@ -651,7 +529,7 @@ async fn one_measurement(
     } else {
         i64::MAX
     };
-    Ok(rows_within(out, first, last))
+    rows_within(out, first, last)
 }
 
 /// The series with only their rows timed within `[first, last]`; a series
@@ -667,28 +545,6 @@ fn rows_within(series: Vec<Series>, first: i64, last: i64) -> Vec<Series> {
             (!s.values.is_empty()).then_some(s)
         })
         .collect()
-}
-
-/// Whether the point has one of the fields of arithmetic slot `slot`
-/// (its `p{slot}` column, see [`sqlgen::any_field_sql`]).
-fn has_any_field(b: &RecordBatch, row: usize, slot: usize) -> bool {
-    b.schema()
-        .index_of(&format!("p{slot}"))
-        .is_ok_and(|c| match value_at(b.column(c), row) {
-            Value::Bool(v) => v,
-            Value::Int(v) => v != 0,
-            Value::UInt(v) => v != 0,
-            _ => false,
-        })
-}
-
-fn row_has_field(b: &RecordBatch, row: usize, slots: &[Slot]) -> bool {
-    slots.iter().enumerate().any(|(i, s)| {
-        matches!(s, Slot::Sql(_))
-            && b.schema()
-                .index_of(&format!("s{i}"))
-                .is_ok_and(|c| !value_at(b.column(c), row).is_null())
-    })
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use shardhouse_eval::{
     SeriesKey, Transform, Value, Windowing,
 };
 use shardhouse_influxql::time::{split_condition, time_range, TimeRange};
-use shardhouse_influxql::{Dimension, Expr, SelectStatement, SortOrder};
+use shardhouse_influxql::{Call, Dimension, Expr, Field, SelectStatement, SortOrder};
 
 use crate::error::{Error, Result};
 
@@ -24,21 +24,60 @@ enum Source {
     Raw,
 }
 
-/// Evaluates `outer` over the rows of `inner` (already computed).
+/// One output field: where its values come from, its transformation, the
+/// inner column it reads.
+type FieldPlan = (Source, Option<Transform>, String);
+
+/// Evaluates `outer` over the rows of `inner` (already computed), in
+/// steps: the time range (WHERE), the grouping, the field plans, each
+/// plan's values gathered from the inner rows, then the pipeline.
 pub fn evaluate(outer: &SelectStatement, inner: Vec<Series>, now: i64) -> Result<Vec<Series>> {
     let ascending = outer.order_by != Some(SortOrder::Descending);
-    let mut range = TimeRange::UNBOUNDED;
-    if let Some(c) = &outer.condition {
-        let parts = split_condition(c, |_| false)?;
-        if let Some(other) = parts.tags.or(parts.fields) {
-            return Err(Error::statement(format!(
-                "the outer statement of a subquery may only restrict time, found {other}"
-            )));
-        }
-        if let Some(t) = &parts.time {
-            range = time_range(t, now)?;
-        }
+    let range = outer_range(outer, now)?;
+    let (interval, dims) = grouping(outer, &inner, now)?;
+    let Some(range) = bucketed_range(range, interval, &inner, now) else {
+        return Ok(Vec::new());
+    };
+    let zone = outer.timezone.as_deref().map(time_zone).transpose()?;
+    let duration = interval.map(|iv| iv.duration);
+    let (plans, fields) = field_plans(outer, duration)?;
+    let read = read_range(range, &plans, duration, ascending);
+    let windowing = Windowing::new(interval, read, zone);
+    let opts = EvalOptions {
+        ascending,
+        point_times: only_selector(&fields),
+    };
+    let mut gathered = Vec::with_capacity(plans.len());
+    for plan in &plans {
+        gathered.push(gather(plan, &inner, &dims, &windowing)?);
     }
+    Ok(finish(outer, &fields, gathered, &windowing, opts)?)
+}
+
+/// The outer WHERE's time range (it may restrict nothing else).
+fn outer_range(outer: &SelectStatement, now: i64) -> Result<TimeRange> {
+    let Some(c) = &outer.condition else {
+        return Ok(TimeRange::UNBOUNDED);
+    };
+    let parts = split_condition(c, |_| false)?;
+    if let Some(other) = parts.tags.or(parts.fields) {
+        return Err(Error::statement(format!(
+            "the outer statement of a subquery may only restrict time, found {other}"
+        )));
+    }
+    match &parts.time {
+        Some(t) => Ok(time_range(t, now)?),
+        None => Ok(TimeRange::UNBOUNDED),
+    }
+}
+
+/// `GROUP BY`: the time interval and the inner result's tags grouped by
+/// (`*` is all of them), sorted.
+fn grouping(
+    outer: &SelectStatement,
+    inner: &[Series],
+    now: i64,
+) -> Result<(Option<Interval>, Vec<String>)> {
     let mut interval = None;
     let mut dims = Vec::new();
     for d in &outer.group_by {
@@ -49,7 +88,7 @@ pub fn evaluate(outer: &SelectStatement, inner: Vec<Series>, now: i64) -> Result
             } => interval = Some(Interval::new(*i, *offset, now)?),
             Dimension::Tag(t) => dims.push(t.clone()),
             Dimension::Wildcard => {
-                for s in &inner {
+                for s in inner {
                     dims.extend(s.tags.keys().cloned());
                 }
             }
@@ -62,90 +101,103 @@ pub fn evaluate(outer: &SelectStatement, inner: Vec<Series>, now: i64) -> Result
     }
     dims.sort();
     dims.dedup();
-    if interval.is_some() {
-        if !range.has_start() {
-            // As InfluxDB: from the first row the outer statement reads.
-            let first = inner
-                .iter()
-                .flat_map(|s| &s.values)
-                .filter_map(|row| match row.first() {
-                    Some(Value::Time(t)) => Some(*t),
-                    _ => None,
-                })
-                .min();
-            match first {
-                Some(t) => range.start = t,
-                None => return Ok(Vec::new()),
-            }
-        }
-        if !range.has_end() {
-            range.end = now + 1;
-        }
-    }
-    let zone = outer.timezone.as_deref().map(time_zone).transpose()?;
-    let duration = interval.map(|iv| iv.duration);
+    Ok((interval, dims))
+}
 
-    let mut plans: Vec<(Source, Option<Transform>, String)> = Vec::new();
+/// With `GROUP BY time()`, as InfluxDB: an open start is the first inner
+/// row's time (`None`: no rows, nothing to answer), an open end now().
+fn bucketed_range(
+    mut range: TimeRange,
+    interval: Option<Interval>,
+    inner: &[Series],
+    now: i64,
+) -> Option<TimeRange> {
+    if interval.is_none() {
+        return Some(range);
+    }
+    if !range.has_start() {
+        range.start = inner
+            .iter()
+            .flat_map(|s| &s.values)
+            .filter_map(|row| match row.first() {
+                Some(Value::Time(t)) => Some(*t),
+                _ => None,
+            })
+            .min()?;
+    }
+    if !range.has_end() {
+        range.end = now + 1;
+    }
+    Some(range)
+}
+
+/// Each outer field's plan (a `time` field has none) and the fields
+/// `finish` shapes.
+fn field_plans(
+    outer: &SelectStatement,
+    duration: Option<i64>,
+) -> Result<(Vec<FieldPlan>, Vec<Field>)> {
+    let mut plans: Vec<FieldPlan> = Vec::new();
     let mut fields = Vec::new();
     for f in &outer.fields {
-        let (source, transform, column) = match &f.expr {
-            Expr::VarRef(v) if v.name.eq_ignore_ascii_case("time") => {
-                fields.push(f.clone());
-                continue;
-            }
-            Expr::VarRef(v) => (Source::Raw, None, v.name.clone()),
-            Expr::Call(c) => {
-                let (agg_call, transform) = match Aggregate::from_call(c) {
-                    Ok(_) => (c, None),
-                    Err(_) => {
-                        let (t, inner_expr) = Transform::from_call(c, duration)?;
-                        match inner_expr {
-                            Expr::Call(ic) => (ic, Some(t)),
-                            Expr::VarRef(v) => {
-                                plans.push((Source::Raw, Some(t), v.name.clone()));
-                                fields.push(f.clone());
-                                continue;
-                            }
-                            other => {
-                                return Err(Error::statement(format!(
-                                    "unsupported argument {other}"
-                                )))
-                            }
-                        }
-                    }
-                };
-                let agg = Aggregate::from_call(agg_call)?;
-                let column = match agg_call.args.first() {
-                    Some(Expr::VarRef(v)) => v.name.clone(),
-                    Some(Expr::Call(d)) if d.name == "distinct" => match d.args.first() {
-                        Some(Expr::VarRef(v)) => v.name.clone(),
-                        _ => {
-                            return Err(Error::statement(format!(
-                                "expected a field in {}()",
-                                d.name
-                            )))
-                        }
-                    },
-                    _ => {
-                        return Err(Error::statement(format!(
-                            "expected a field in {}()",
-                            agg_call.name
-                        )))
-                    }
-                };
-                (Source::Aggregate(agg), transform, column)
-            }
+        match &f.expr {
+            Expr::VarRef(v) if v.name.eq_ignore_ascii_case("time") => {}
+            Expr::VarRef(v) => plans.push((Source::Raw, None, v.name.clone())),
+            Expr::Call(c) => plans.push(call_plan(c, duration)?),
             other => {
                 return Err(Error::statement(format!(
                     "unsupported field over a subquery: {other} (select inner columns or aggregate them)"
                 )))
             }
-        };
-        plans.push((source, transform, column));
+        }
         fields.push(f.clone());
     }
+    Ok((plans, fields))
+}
 
-    // The inner rows as points of each column.
+/// A call's plan: an aggregate of an inner column, or a transformation of
+/// one (or of an aggregate of one).
+fn call_plan(c: &Call, duration: Option<i64>) -> Result<FieldPlan> {
+    let (agg_call, transform) = match Aggregate::from_call(c) {
+        Ok(_) => (c, None),
+        Err(_) => {
+            let (t, inner_expr) = Transform::from_call(c, duration)?;
+            match inner_expr {
+                Expr::Call(ic) => (ic, Some(t)),
+                Expr::VarRef(v) => return Ok((Source::Raw, Some(t), v.name.clone())),
+                other => return Err(Error::statement(format!("unsupported argument {other}"))),
+            }
+        }
+    };
+    let agg = Aggregate::from_call(agg_call)?;
+    let column = match agg_call.args.first() {
+        Some(Expr::VarRef(v)) => v.name.clone(),
+        Some(Expr::Call(d)) if d.name == "distinct" => match d.args.first() {
+            Some(Expr::VarRef(v)) => v.name.clone(),
+            _ => {
+                return Err(Error::statement(format!(
+                    "expected a field in {}()",
+                    d.name
+                )))
+            }
+        },
+        _ => {
+            return Err(Error::statement(format!(
+                "expected a field in {}()",
+                agg_call.name
+            )))
+        }
+    };
+    Ok((Source::Aggregate(agg), transform, column))
+}
+
+/// The range to read: transformations over `GROUP BY time()` read back.
+fn read_range(
+    range: TimeRange,
+    plans: &[FieldPlan],
+    duration: Option<i64>,
+    ascending: bool,
+) -> TimeRange {
     let mut read = range;
     if let Some(d) = duration {
         let lookback = plans
@@ -159,70 +211,79 @@ pub fn evaluate(outer: &SelectStatement, inner: Vec<Series>, now: i64) -> Result
             read.end += lookback;
         }
     }
-    // An aggregate reads the non-null values; a raw column is every inner
-    // row, null or not (InfluxDB emits a row per inner row).
-    let points_of = |column: &str, keep_nulls: bool| -> Vec<SeriesPoint> {
-        let mut out = Vec::new();
-        for s in &inner {
-            let Some(c) = s.columns.iter().position(|n| n == column) else {
-                continue;
-            };
-            for row in &s.values {
-                let (Some(Value::Time(t)), Some(v)) = (row.first(), row.get(c)) else {
-                    continue;
-                };
-                if (v.is_null() && !keep_nulls) || !read.contains(*t) {
-                    continue;
-                }
-                out.push(SeriesPoint {
-                    name: s.name.clone(),
-                    tags: s.tags.clone(),
-                    time: *t,
-                    value: v.clone(),
-                });
+    read
+}
+
+/// A plan's values from the inner rows: an aggregate's partials per
+/// group and bucket, or a raw column's rows per series group.
+fn gather(
+    (source, transform, column): &FieldPlan,
+    inner: &[Series],
+    dims: &[String],
+    windowing: &Windowing,
+) -> Result<Gathered> {
+    let keep_nulls = matches!(source, Source::Raw) && transform.is_none();
+    let points = points_of(inner, column, keep_nulls, windowing.range);
+    Ok(match source {
+        Source::Aggregate(agg) => {
+            let mut groups = Groups::new();
+            merge_groups(
+                agg,
+                &mut groups,
+                group_partials(agg, &points, dims, windowing)?,
+            )?;
+            Gathered::Aggregate {
+                agg: agg.clone(),
+                transform: *transform,
+                groups,
             }
         }
-        out
-    };
-    let windowing = Windowing::new(interval, read, zone);
-    let opts = EvalOptions {
-        ascending,
-        point_times: only_selector(&fields),
-    };
-    let mut gathered = Vec::with_capacity(plans.len());
-    for (source, transform, column) in &plans {
-        let keep_nulls = matches!(source, Source::Raw) && transform.is_none();
-        let points = points_of(column, keep_nulls);
-        gathered.push(match source {
-            Source::Aggregate(agg) => {
-                let mut groups = Groups::new();
-                merge_groups(
-                    agg,
-                    &mut groups,
-                    group_partials(agg, &points, &dims, &windowing)?,
-                )?;
-                Gathered::Aggregate {
-                    agg: agg.clone(),
-                    transform: *transform,
-                    groups,
-                }
+        Source::Raw => {
+            let mut series: BTreeMap<SeriesKey, Vec<Emitted>> = BTreeMap::new();
+            for p in points {
+                series
+                    .entry(group_key(&p.name, &p.tags, dims))
+                    .or_default()
+                    .push(Emitted::new(p.time, p.value));
             }
-            Source::Raw => {
-                let mut series: BTreeMap<SeriesKey, Vec<Emitted>> = BTreeMap::new();
-                for p in points {
-                    series
-                        .entry(group_key(&p.name, &p.tags, &dims))
-                        .or_default()
-                        .push(Emitted::new(p.time, p.value));
-                }
-                Gathered::Raw {
-                    transform: *transform,
-                    series,
-                }
+            Gathered::Raw {
+                transform: *transform,
+                series,
             }
-        });
+        }
+    })
+}
+
+/// The inner rows' values of `column` within `read` as points: an
+/// aggregate reads the non-null values; a raw column is every inner row,
+/// null or not (InfluxDB emits a row per inner row).
+fn points_of(
+    inner: &[Series],
+    column: &str,
+    keep_nulls: bool,
+    read: TimeRange,
+) -> Vec<SeriesPoint> {
+    let mut out = Vec::new();
+    for s in inner {
+        let Some(c) = s.columns.iter().position(|n| n == column) else {
+            continue;
+        };
+        for row in &s.values {
+            let (Some(Value::Time(t)), Some(v)) = (row.first(), row.get(c)) else {
+                continue;
+            };
+            if (v.is_null() && !keep_nulls) || !read.contains(*t) {
+                continue;
+            }
+            out.push(SeriesPoint {
+                name: s.name.clone(),
+                tags: s.tags.clone(),
+                time: *t,
+                value: v.clone(),
+            });
+        }
     }
-    Ok(finish(outer, &fields, gathered, &windowing, opts)?)
+    out
 }
 
 #[cfg(test)]

@@ -113,6 +113,31 @@ struct Group {
 /// Merges the shards' partial rows per group and evaluates the outputs,
 /// HAVING, DISTINCT, ORDER BY, OFFSET/LIMIT.
 pub fn merge_groups(plan: &GroupsPlan, shards: Vec<ShardRows>) -> Result<Answer> {
+    let (groups, shard_names) = fold_groups(plan, shards)?;
+    let names: Vec<String> = plan
+        .outputs
+        .iter()
+        .map(|(n, _)| match n {
+            OutName::Fixed(s) => s.clone(),
+            OutName::Shard(c, fallback) => shard_names
+                .as_ref()
+                .and_then(|s| s.get(*c).cloned())
+                .unwrap_or_else(|| fallback.clone()),
+        })
+        .collect();
+    let rows = evaluate_groups(plan, groups)?;
+    let dirs: Vec<(bool, bool)> = plan.order.iter().map(|k| (k.desc, k.nulls_first)).collect();
+    let rows = sort_window(rows, &dirs, plan.offset, plan.limit);
+    Ok(Answer { names, rows })
+}
+
+/// The shards' rows folded into one group per key (its first row, the
+/// first non-null scalars, the aggregates' states), and the column names
+/// of the first shard that answered.
+fn fold_groups(
+    plan: &GroupsPlan,
+    shards: Vec<ShardRows>,
+) -> Result<(Vec<Group>, Option<Vec<String>>)> {
     let n_keys = plan.keys.len();
     let width = n_keys + plan.scalars.len() + plan.partials.len();
     let mut index: HashMap<Vec<Value>, usize> = HashMap::new();
@@ -160,17 +185,11 @@ pub fn merge_groups(plan: &GroupsPlan, shards: Vec<ShardRows>) -> Result<Answer>
             states: plan.aggs.iter().map(|a| new_state(&a.kind)).collect(),
         });
     }
-    let names: Vec<String> = plan
-        .outputs
-        .iter()
-        .map(|(n, _)| match n {
-            OutName::Fixed(s) => s.clone(),
-            OutName::Shard(c, fallback) => shard_names
-                .as_ref()
-                .and_then(|s| s.get(*c).cloned())
-                .unwrap_or_else(|| fallback.clone()),
-        })
-        .collect();
+    Ok((groups, shard_names))
+}
+
+/// Each group's output row and sort keys, HAVING and DISTINCT applied.
+fn evaluate_groups(plan: &GroupsPlan, groups: Vec<Group>) -> Result<Vec<(Vec<Value>, Vec<Value>)>> {
     let mut rows: Vec<(Vec<Value>, Vec<Value>)> = Vec::new();
     let mut seen = HashSet::new();
     for g in groups {
@@ -204,7 +223,5 @@ pub fn merge_groups(plan: &GroupsPlan, shards: Vec<ShardRows>) -> Result<Answer>
             .collect::<Result<_>>()?;
         rows.push((out, keys));
     }
-    let dirs: Vec<(bool, bool)> = plan.order.iter().map(|k| (k.desc, k.nulls_first)).collect();
-    let rows = sort_window(rows, &dirs, plan.offset, plan.limit);
-    Ok(Answer { names, rows })
+    Ok(rows)
 }

@@ -141,7 +141,9 @@ pub fn decode_ipc(shard: u32, ipc: Vec<u8>) -> Result<Vec<RecordBatch>> {
 }
 
 /// Runs `q` and encodes the answer: JSON array of row objects, or CSV
-/// with a header line. Returns `(content type, body)`.
+/// with a header line. Returns `(content type, body)`. In steps: the plan,
+/// each shard's part (asked again without the columns a shard lacks), the
+/// answers read within the limits, merged and encoded.
 pub async fn run(
     router: &Router,
     database: &str,
@@ -158,36 +160,74 @@ pub async fn run(
             "{e} (see docs/api.md, \"Read-back: SQL\", for what /api/v1/sql merges across shards)"
         ))
     })?;
-    let shards = router.cluster.shard_map()?.shard_count;
-    let cap = opts.max_rows.saturating_add(1);
-    let none = HashSet::new();
-    let first = plan.shard_sql(&none, cap);
-    let mut answers: Vec<Result<Vec<u8>>> = futures::future::join_all(
-        (0..shards).map(|s| router.cluster.query_shard(database, s, &first, deadline)),
-    )
-    .await;
-    // Shards that lack a column other shards have read it as NULL.
-    let unknown = |r: &Result<Vec<u8>>| matches!(r, Err(Error::UnknownColumn { .. }));
-    if answers.iter().any(unknown) {
-        let columns = shard_columns(router, database, shards, deadline).await?;
+    let fan_out = FanOut {
+        router,
+        database,
+        plan: &plan,
+        shards: router.cluster.shard_map()?.shard_count,
+        cap: opts.max_rows.saturating_add(1),
+        deadline,
+    };
+    let answers = fan_out.answers().await?;
+    let mut shard_rows = read_answers(answers, database, opts)?;
+    if plan::reads_no_table(&sql) {
+        // `SELECT 1`, `FROM numbers(10)`: the same on every shard, once.
+        let first = shard_rows.iter().position(|s| !s.names.is_empty());
+        shard_rows = first
+            .map(|i| vec![shard_rows.swap_remove(i)])
+            .unwrap_or_default();
+    }
+    let answer = match &plan {
+        plan::Plan::Rows(p) => merge::merge_rows(p, shard_rows),
+        plan::Plan::Groups(p) => merge::merge_groups(p, shard_rows)?,
+    };
+    if answer.rows.len() as u64 > opts.max_rows {
+        return Err(too_large(format!(
+            "the answer has more than max_rows={} rows",
+            opts.max_rows
+        )));
+    }
+    Ok(value::encode_rows(&answer.names, &answer.rows, opts.csv))
+}
+
+/// A plan's parts sent to every shard.
+struct FanOut<'a> {
+    router: &'a Router,
+    database: &'a str,
+    plan: &'a plan::Plan,
+    shards: u32,
+    /// At most this many rows from one shard (one over the limit, to
+    /// tell).
+    cap: u64,
+    deadline: Instant,
+}
+
+impl FanOut<'_> {
+    /// Every shard's answer, in shard order. Shards that lack a column
+    /// other shards have read it as NULL: they are asked again with it
+    /// as NULL.
+    async fn answers(&self) -> Result<Vec<Result<Vec<u8>>>> {
+        let none = HashSet::new();
+        let first = self.plan.shard_sql(&none, self.cap);
+        let mut answers: Vec<Result<Vec<u8>>> =
+            futures::future::join_all((0..self.shards).map(|s| self.query(s, &first))).await;
+        let unknown = |r: &Result<Vec<u8>>| matches!(r, Err(Error::UnknownColumn { .. }));
+        if !answers.iter().any(unknown) {
+            return Ok(answers);
+        }
+        let columns = shard_columns(self.router, self.database, self.shards, self.deadline).await?;
         let union: HashSet<String> = columns.iter().flatten().cloned().collect();
-        let retries = (0..shards)
+        let retries = (0..self.shards)
             .filter(|s| unknown(&answers[*s as usize]))
             .map(|s| {
                 let missing: HashSet<String> =
                     union.difference(&columns[s as usize]).cloned().collect();
-                let sql = plan.shard_sql(&missing, cap);
+                let sql = self.plan.shard_sql(&missing, self.cap);
                 async move {
                     if missing.is_empty() {
                         return None;
                     }
-                    Some((
-                        s,
-                        router
-                            .cluster
-                            .query_shard(database, s, &sql, deadline)
-                            .await,
-                    ))
+                    Some((s, self.query(s, &sql).await))
                 }
             });
         for (s, r) in futures::future::join_all(retries)
@@ -197,7 +237,24 @@ pub async fn run(
         {
             answers[s as usize] = r;
         }
+        Ok(answers)
     }
+
+    async fn query(&self, shard: u32, sql: &str) -> Result<Vec<u8>> {
+        self.router
+            .cluster
+            .query_shard(self.database, shard, sql, self.deadline)
+            .await
+    }
+}
+
+/// The shards' answers as rows, within `max_bytes` in all and `max_rows`
+/// from each; an error when no shard has the table(s) read.
+fn read_answers(
+    answers: Vec<Result<Vec<u8>>>,
+    database: &str,
+    opts: SqlOptions,
+) -> Result<Vec<merge::ShardRows>> {
     let mut bytes = 0u64;
     let mut parts = Vec::with_capacity(answers.len());
     for (shard, answer) in answers.into_iter().enumerate() {
@@ -236,24 +293,7 @@ pub async fn run(
         }
         shard_rows.push(sr);
     }
-    if plan::reads_no_table(&sql) {
-        // `SELECT 1`, `FROM numbers(10)`: the same on every shard, once.
-        let first = shard_rows.iter().position(|s| !s.names.is_empty());
-        shard_rows = first
-            .map(|i| vec![shard_rows.swap_remove(i)])
-            .unwrap_or_default();
-    }
-    let answer = match &plan {
-        plan::Plan::Rows(p) => merge::merge_rows(p, shard_rows),
-        plan::Plan::Groups(p) => merge::merge_groups(p, shard_rows)?,
-    };
-    if answer.rows.len() as u64 > opts.max_rows {
-        return Err(too_large(format!(
-            "the answer has more than max_rows={} rows",
-            opts.max_rows
-        )));
-    }
-    Ok(value::encode_rows(&answer.names, &answer.rows, opts.csv))
+    Ok(shard_rows)
 }
 
 fn too_large(what: String) -> Error {

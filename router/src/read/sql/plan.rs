@@ -46,8 +46,23 @@ pub use shard_sql::{quote_ident, rewrite_missing};
 
 use crate::read::sql::value::Value;
 
-/// A 400: the message names the construct and its position.
-pub type PlanError = String;
+/// Why `/api/v1/sql` cannot merge a statement across shards (a 400): the
+/// message names the construct and its position.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct PlanError(pub String);
+
+impl From<String> for PlanError {
+    fn from(message: String) -> Self {
+        PlanError(message)
+    }
+}
+
+impl From<&str> for PlanError {
+    fn from(message: &str) -> Self {
+        PlanError(message.to_owned())
+    }
+}
 
 /// An aggregate the router merges exactly.
 #[derive(Debug, Clone, PartialEq)]

@@ -171,7 +171,6 @@ fn prim<T: ArrowPrimitiveType>(a: &dyn Array, f: impl Fn(T::Native) -> Value) ->
 
 /// The cells of one column.
 pub fn column_values(a: &ArrayRef) -> Result<Vec<Value>> {
-    let nanos = |v: i64, per: i128| Value::Time(i128::from(v) * per);
     Ok(match a.data_type() {
         DataType::Null => vec![Value::Null; a.len()],
         DataType::Boolean => a
@@ -189,27 +188,28 @@ pub fn column_values(a: &ArrayRef) -> Result<Vec<Value>> {
         DataType::UInt64 => prim::<UInt64Type>(a, Value::UInt),
         DataType::Float32 => prim::<Float32Type>(a, |v| Value::Float(v.into())),
         DataType::Float64 => prim::<Float64Type>(a, Value::Float),
-        DataType::Utf8 => a
-            .as_string::<i32>()
-            .iter()
-            .map(|v| v.map_or(Value::Null, |s| Value::Str(s.to_owned())))
-            .collect(),
-        DataType::LargeUtf8 => a
-            .as_string::<i64>()
-            .iter()
-            .map(|v| v.map_or(Value::Null, |s| Value::Str(s.to_owned())))
-            .collect(),
-        DataType::Binary => a
-            .as_binary::<i32>()
-            .iter()
-            .map(|v| v.map_or(Value::Null, |s| Value::Str(lossy(s))))
-            .collect(),
-        DataType::LargeBinary => a
-            .as_binary::<i64>()
-            .iter()
-            .map(|v| v.map_or(Value::Null, |s| Value::Str(lossy(s))))
-            .collect(),
-        DataType::FixedSizeBinary(_) => {
+        DataType::Utf8
+        | DataType::LargeUtf8
+        | DataType::Binary
+        | DataType::LargeBinary
+        | DataType::FixedSizeBinary(_) => text_values(a),
+        DataType::Timestamp(unit, _) => timestamp_values(a, *unit),
+        DataType::Dictionary(_, _) => dictionary_values(a)?,
+        DataType::List(_) | DataType::LargeList(_) => list_values(a)?,
+        _ => json_values(a)?,
+    })
+}
+
+/// Strings and binaries (as lossy UTF-8).
+fn text_values(a: &ArrayRef) -> Vec<Value> {
+    let str_or_null = |v: Option<&str>| v.map_or(Value::Null, |s| Value::Str(s.to_owned()));
+    let bytes_or_null = |v: Option<&[u8]>| v.map_or(Value::Null, |s| Value::Str(lossy(s)));
+    match a.data_type() {
+        DataType::Utf8 => a.as_string::<i32>().iter().map(str_or_null).collect(),
+        DataType::LargeUtf8 => a.as_string::<i64>().iter().map(str_or_null).collect(),
+        DataType::Binary => a.as_binary::<i32>().iter().map(bytes_or_null).collect(),
+        DataType::LargeBinary => a.as_binary::<i64>().iter().map(bytes_or_null).collect(),
+        _ => {
             let b = a.as_fixed_size_binary();
             (0..b.len())
                 .map(|i| {
@@ -221,61 +221,63 @@ pub fn column_values(a: &ArrayRef) -> Result<Vec<Value>> {
                 })
                 .collect()
         }
-        DataType::Timestamp(TimeUnit::Second, _) => {
-            prim::<TimestampSecondType>(a, |v| nanos(v, 1_000_000_000))
+    }
+}
+
+/// Timestamps as nanoseconds.
+fn timestamp_values(a: &ArrayRef, unit: TimeUnit) -> Vec<Value> {
+    let nanos = |v: i64, per: i128| Value::Time(i128::from(v) * per);
+    match unit {
+        TimeUnit::Second => prim::<TimestampSecondType>(a, |v| nanos(v, 1_000_000_000)),
+        TimeUnit::Millisecond => prim::<TimestampMillisecondType>(a, |v| nanos(v, 1_000_000)),
+        TimeUnit::Microsecond => prim::<TimestampMicrosecondType>(a, |v| nanos(v, 1_000)),
+        TimeUnit::Nanosecond => prim::<TimestampNanosecondType>(a, |v| nanos(v, 1)),
+    }
+}
+
+/// A dictionary's cells: its values, by key.
+fn dictionary_values(a: &ArrayRef) -> Result<Vec<Value>> {
+    let d = a.as_any_dictionary();
+    let values = column_values(d.values())?;
+    let keys = d.normalized_keys();
+    Ok((0..a.len())
+        .map(|i| {
+            if a.is_null(i) {
+                Value::Null
+            } else {
+                values.get(keys[i]).cloned().unwrap_or(Value::Null)
+            }
+        })
+        .collect())
+}
+
+/// A list column's cells, each a list of its values.
+fn list_values(a: &ArrayRef) -> Result<Vec<Value>> {
+    let (values, offsets): (Vec<Value>, Vec<usize>) = match a.data_type() {
+        DataType::List(_) => {
+            let l = a.as_list::<i32>();
+            (
+                column_values(l.values())?,
+                l.offsets().iter().map(|o| *o as usize).collect(),
+            )
         }
-        DataType::Timestamp(TimeUnit::Millisecond, _) => {
-            prim::<TimestampMillisecondType>(a, |v| nanos(v, 1_000_000))
+        _ => {
+            let l = a.as_list::<i64>();
+            (
+                column_values(l.values())?,
+                l.offsets().iter().map(|o| *o as usize).collect(),
+            )
         }
-        DataType::Timestamp(TimeUnit::Microsecond, _) => {
-            prim::<TimestampMicrosecondType>(a, |v| nanos(v, 1_000))
-        }
-        DataType::Timestamp(TimeUnit::Nanosecond, _) => {
-            prim::<TimestampNanosecondType>(a, |v| nanos(v, 1))
-        }
-        DataType::Dictionary(_, _) => {
-            let d = a.as_any_dictionary();
-            let values = column_values(d.values())?;
-            let keys = d.normalized_keys();
-            (0..a.len())
-                .map(|i| {
-                    if a.is_null(i) {
-                        Value::Null
-                    } else {
-                        values.get(keys[i]).cloned().unwrap_or(Value::Null)
-                    }
-                })
-                .collect()
-        }
-        DataType::List(_) | DataType::LargeList(_) => {
-            let (values, offsets): (Vec<Value>, Vec<usize>) = match a.data_type() {
-                DataType::List(_) => {
-                    let l = a.as_list::<i32>();
-                    (
-                        column_values(l.values())?,
-                        l.offsets().iter().map(|o| *o as usize).collect(),
-                    )
-                }
-                _ => {
-                    let l = a.as_list::<i64>();
-                    (
-                        column_values(l.values())?,
-                        l.offsets().iter().map(|o| *o as usize).collect(),
-                    )
-                }
-            };
-            (0..a.len())
-                .map(|i| {
-                    if a.is_null(i) {
-                        Value::Null
-                    } else {
-                        Value::List(values[offsets[i]..offsets[i + 1]].to_vec())
-                    }
-                })
-                .collect()
-        }
-        _ => json_values(a)?,
-    })
+    };
+    Ok((0..a.len())
+        .map(|i| {
+            if a.is_null(i) {
+                Value::Null
+            } else {
+                Value::List(values[offsets[i]..offsets[i + 1]].to_vec())
+            }
+        })
+        .collect())
 }
 
 fn lossy(b: &[u8]) -> String {

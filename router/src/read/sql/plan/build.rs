@@ -70,7 +70,7 @@ impl Builder<'_> {
                     .expect("an aggregate alias");
                 self.depth += 1;
                 if self.depth > 16 {
-                    return Err(format!("alias `{name}` refers to itself"));
+                    return Err(PlanError(format!("alias `{name}` refers to itself")));
                 }
                 let r = self.build(&item);
                 self.depth -= 1;
@@ -80,11 +80,11 @@ impl Builder<'_> {
             Ex::Call(name, args) => {
                 let lower = name.to_ascii_lowercase();
                 if !ROUTER_FUNCTIONS.contains(&lower.as_str()) {
-                    return Err(format!(
+                    return Err(PlanError(format!(
                         "function `{name}` over an aggregate (at {}) is not evaluated by the router; it evaluates {} (compute inside the aggregate's argument instead)",
                         at_pos(self.q, n.span.0),
                         ROUTER_FUNCTIONS.join(", ")
-                    ));
+                    )));
                 }
                 RExpr::Func(
                     lower,
@@ -114,148 +114,15 @@ impl Builder<'_> {
         self.partials.len() - 1
     }
 
+    /// The aggregate's index in the plan: its partial states pushed to
+    /// the shard row (shared with an identical call's).
     fn aggregate(&mut self, call: &AggCall, at: usize) -> Result<usize, PlanError> {
         let (base, combs) = aggregate_name(&call.name).expect("an aggregate");
-        let pos = at_pos(self.q, at);
-        let unsupported = || -> PlanError {
-            format!(
-                "aggregate `{}` (at {pos}) is not supported across shards; supported: count, sum, avg, min, max, any, anyLast, argMin, argMax, uniqExact (and uniq*, count(DISTINCT x)), median, quantile, quantiles, medianExact, quantileExact, quantilesExact, varPop, varSamp, stddevPop, stddevSamp, each also with the If combinator; or use per_shard=true",
-                call.name
-            )
-        };
-        let with_if = match combs.as_slice() {
-            [] => false,
-            ["if"] => true,
-            _ => return Err(unsupported()),
-        };
-        let mut args = call.args.clone();
-        let cond = if with_if {
-            Some(
-                args.pop()
-                    .ok_or_else(|| format!("`{}` at {pos} needs a condition", call.name))?,
-            )
-        } else {
-            None
-        };
-        let p = |f: &str, a: &[String]| -> String {
-            let mut a = a.to_vec();
-            match &cond {
-                Some(c) => {
-                    a.push(c.clone());
-                    format!("{f}If({})", a.join(", "))
-                }
-                None => format!("{f}({})", a.join(", ")),
-            }
-        };
-        let one = |args: &[String]| -> Result<(), PlanError> {
-            if args.len() == 1 {
-                Ok(())
-            } else {
-                Err(format!("`{}` at {pos} takes one argument here", call.name))
-            }
-        };
-        let levels = |params: &[String], default: bool| -> Result<Vec<f64>, PlanError> {
-            if params.is_empty() && default {
-                return Ok(vec![0.5]);
-            }
-            params
-                .iter()
-                .map(|s| {
-                    s.trim()
-                        .parse::<f64>()
-                        .ok()
-                        .filter(|l| (0.0..=1.0).contains(l))
-                })
-                .collect::<Option<Vec<_>>>()
-                .filter(|v| !v.is_empty())
-                .ok_or_else(|| {
-                    format!("`{}` at {pos}: levels must be numbers in [0, 1]", call.name)
-                })
-        };
+        let a = AggArgs::new(call, at_pos(self.q, at), &combs)?;
         if call.distinct && base != "count" {
-            return Err(unsupported());
+            return Err(a.unsupported());
         }
-        let (kind, partials): (AggKind, Vec<String>) = match base.as_str() {
-            "count" if call.distinct => {
-                one(&args)?;
-                (AggKind::Uniq, vec![p("groupUniqArray", &args)])
-            }
-            "count" => (AggKind::Count, vec![p("count", &args)]),
-            "sum" => {
-                one(&args)?;
-                (AggKind::Sum, vec![p("sum", &args)])
-            }
-            "min" | "max" => {
-                one(&args)?;
-                let k = if base == "min" {
-                    AggKind::Min
-                } else {
-                    AggKind::Max
-                };
-                (k, vec![p(&base, &args)])
-            }
-            "avg" => {
-                one(&args)?;
-                (AggKind::Avg, vec![p("sum", &args), p("count", &args)])
-            }
-            "any" | "any_value" | "first_value" => {
-                one(&args)?;
-                (AggKind::Any, vec![p("any", &args)])
-            }
-            "anylast" | "last_value" => {
-                one(&args)?;
-                (AggKind::AnyLast, vec![p("anyLast", &args)])
-            }
-            "argmin" | "argmax" | "min_by" | "max_by" => {
-                if args.len() != 2 {
-                    return Err(format!("`{}` at {pos} takes two arguments", call.name));
-                }
-                let min = base == "argmin" || base == "min_by";
-                let (k, f, m) = if min {
-                    (AggKind::ArgMin, "argMin", "min")
-                } else {
-                    (AggKind::ArgMax, "argMax", "max")
-                };
-                (k, vec![p(f, &args), p(m, &args[1..])])
-            }
-            "uniqexact" | "uniq" | "uniqcombined" | "uniqcombined64" | "uniqhll12"
-            | "countdistinct" => {
-                one(&args)?;
-                (AggKind::Uniq, vec![p("groupUniqArray", &args)])
-            }
-            "median" | "quantile" | "medianexact" | "quantileexact" | "quantiles"
-            | "quantilesexact" => {
-                one(&args)?;
-                let interpolated = !base.contains("exact");
-                let multi = base.starts_with("quantiles");
-                if base.starts_with("median") && !call.params.is_empty() {
-                    return Err(format!("`{}` at {pos} takes no level", call.name));
-                }
-                let levels = levels(&call.params, !multi)?;
-                if !multi && levels.len() != 1 {
-                    return Err(format!("`{}` at {pos} takes one level", call.name));
-                }
-                (
-                    AggKind::Quantile {
-                        levels,
-                        interpolated,
-                        multi,
-                    },
-                    vec![p("groupArray", &args)],
-                )
-            }
-            "varpop" | "var_pop" | "varsamp" | "var_samp" | "stddevpop" | "stddev_pop" | "std"
-            | "stddevsamp" | "stddev_samp" | "stddev" => {
-                one(&args)?;
-                let sample = base.contains("samp") || base == "stddev";
-                let sqrt = base.starts_with("std");
-                (
-                    AggKind::Var { sample, sqrt },
-                    vec![p("count", &args), p("avg", &args), p("varPop", &args)],
-                )
-            }
-            _ => return Err(unsupported()),
-        };
+        let (kind, partials) = a.partials(&base)?;
         let cols = partials.into_iter().map(|s| self.push(s)).collect();
         let spec = AggSpec { kind, cols };
         if let Some(i) = self.aggs.iter().position(|a| *a == spec) {
@@ -263,6 +130,196 @@ impl Builder<'_> {
         }
         self.aggs.push(spec);
         Ok(self.aggs.len() - 1)
+    }
+}
+
+/// One aggregate call's arguments (the `If` combinator's condition apart)
+/// and where it stands, for the partial states the shards compute.
+struct AggArgs<'a> {
+    call: &'a AggCall,
+    pos: String,
+    args: Vec<String>,
+    cond: Option<String>,
+}
+
+impl<'a> AggArgs<'a> {
+    fn new(call: &'a AggCall, pos: String, combs: &[&str]) -> Result<Self, PlanError> {
+        let mut a = AggArgs {
+            call,
+            pos,
+            args: call.args.clone(),
+            cond: None,
+        };
+        match combs {
+            [] => {}
+            ["if"] => {
+                let cond = a.args.pop().ok_or_else(|| {
+                    PlanError(format!("`{}` at {} needs a condition", call.name, a.pos))
+                })?;
+                a.cond = Some(cond);
+            }
+            _ => return Err(a.unsupported()),
+        }
+        Ok(a)
+    }
+
+    fn unsupported(&self) -> PlanError {
+        PlanError(format!(
+            "aggregate `{}` (at {}) is not supported across shards; supported: count, sum, avg, min, max, any, anyLast, argMin, argMax, uniqExact (and uniq*, count(DISTINCT x)), median, quantile, quantiles, medianExact, quantileExact, quantilesExact, varPop, varSamp, stddevPop, stddevSamp, each also with the If combinator; or use per_shard=true",
+            self.call.name, self.pos
+        ))
+    }
+
+    /// `f(a)`, or `fIf(a, cond)` under the `If` combinator.
+    fn partial_of(&self, f: &str, a: &[String]) -> String {
+        let mut a = a.to_vec();
+        match &self.cond {
+            Some(c) => {
+                a.push(c.clone());
+                format!("{f}If({})", a.join(", "))
+            }
+            None => format!("{f}({})", a.join(", ")),
+        }
+    }
+
+    /// `f` of the call's arguments.
+    fn p(&self, f: &str) -> String {
+        self.partial_of(f, &self.args)
+    }
+
+    fn one(&self) -> Result<(), PlanError> {
+        if self.args.len() == 1 {
+            Ok(())
+        } else {
+            Err(PlanError(format!(
+                "`{}` at {} takes one argument here",
+                self.call.name, self.pos
+            )))
+        }
+    }
+
+    /// The aggregate's kind and its partial states, by its base name.
+    fn partials(&self, base: &str) -> Result<(AggKind, Vec<String>), PlanError> {
+        Ok(match base {
+            "count" if self.call.distinct => {
+                self.one()?;
+                (AggKind::Uniq, vec![self.p("groupUniqArray")])
+            }
+            "count" => (AggKind::Count, vec![self.p("count")]),
+            "sum" => {
+                self.one()?;
+                (AggKind::Sum, vec![self.p("sum")])
+            }
+            "min" | "max" => {
+                self.one()?;
+                let k = if base == "min" {
+                    AggKind::Min
+                } else {
+                    AggKind::Max
+                };
+                (k, vec![self.p(base)])
+            }
+            "avg" => {
+                self.one()?;
+                (AggKind::Avg, vec![self.p("sum"), self.p("count")])
+            }
+            "any" | "any_value" | "first_value" => {
+                self.one()?;
+                (AggKind::Any, vec![self.p("any")])
+            }
+            "anylast" | "last_value" => {
+                self.one()?;
+                (AggKind::AnyLast, vec![self.p("anyLast")])
+            }
+            "argmin" | "argmax" | "min_by" | "max_by" => self.arg_min_max(base)?,
+            "uniqexact" | "uniq" | "uniqcombined" | "uniqcombined64" | "uniqhll12"
+            | "countdistinct" => {
+                self.one()?;
+                (AggKind::Uniq, vec![self.p("groupUniqArray")])
+            }
+            "median" | "quantile" | "medianexact" | "quantileexact" | "quantiles"
+            | "quantilesexact" => self.quantile(base)?,
+            "varpop" | "var_pop" | "varsamp" | "var_samp" | "stddevpop" | "stddev_pop" | "std"
+            | "stddevsamp" | "stddev_samp" | "stddev" => {
+                self.one()?;
+                let sample = base.contains("samp") || base == "stddev";
+                let sqrt = base.starts_with("std");
+                (
+                    AggKind::Var { sample, sqrt },
+                    vec![self.p("count"), self.p("avg"), self.p("varPop")],
+                )
+            }
+            _ => return Err(self.unsupported()),
+        })
+    }
+
+    /// `argMin(v, k)` / `argMax(v, k)`: the value and the extreme key.
+    fn arg_min_max(&self, base: &str) -> Result<(AggKind, Vec<String>), PlanError> {
+        if self.args.len() != 2 {
+            return Err(PlanError(format!(
+                "`{}` at {} takes two arguments",
+                self.call.name, self.pos
+            )));
+        }
+        let min = base == "argmin" || base == "min_by";
+        let (k, f, m) = if min {
+            (AggKind::ArgMin, "argMin", "min")
+        } else {
+            (AggKind::ArgMax, "argMax", "max")
+        };
+        Ok((k, vec![self.p(f), self.partial_of(m, &self.args[1..])]))
+    }
+
+    /// The median and quantile family: every value of the group.
+    fn quantile(&self, base: &str) -> Result<(AggKind, Vec<String>), PlanError> {
+        self.one()?;
+        let interpolated = !base.contains("exact");
+        let multi = base.starts_with("quantiles");
+        if base.starts_with("median") && !self.call.params.is_empty() {
+            return Err(PlanError(format!(
+                "`{}` at {} takes no level",
+                self.call.name, self.pos
+            )));
+        }
+        let levels = self.levels(!multi)?;
+        if !multi && levels.len() != 1 {
+            return Err(PlanError(format!(
+                "`{}` at {} takes one level",
+                self.call.name, self.pos
+            )));
+        }
+        Ok((
+            AggKind::Quantile {
+                levels,
+                interpolated,
+                multi,
+            },
+            vec![self.p("groupArray")],
+        ))
+    }
+
+    /// The call's levels, in [0, 1]; 0.5 when none and `default`.
+    fn levels(&self, default: bool) -> Result<Vec<f64>, PlanError> {
+        let params = &self.call.params;
+        if params.is_empty() && default {
+            return Ok(vec![0.5]);
+        }
+        params
+            .iter()
+            .map(|s| {
+                s.trim()
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|l| (0.0..=1.0).contains(l))
+            })
+            .collect::<Option<Vec<_>>>()
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| {
+                PlanError(format!(
+                    "`{}` at {}: levels must be numbers in [0, 1]",
+                    self.call.name, self.pos
+                ))
+            })
     }
 }
 

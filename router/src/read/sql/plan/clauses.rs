@@ -43,11 +43,11 @@ pub(super) fn depths(q: &str, toks: &[Token]) -> Result<Vec<i32>, PlanError> {
             Kind::Punct(')' | ']' | '}') => {
                 d -= 1;
                 if d < 0 {
-                    return Err(format!(
+                    return Err(PlanError(format!(
                         "unbalanced `{}` at {}",
                         text_of(q, t),
                         at_pos(q, t.start)
-                    ));
+                    )));
                 }
                 out.push(d);
             }
@@ -60,8 +60,9 @@ pub(super) fn depths(q: &str, toks: &[Token]) -> Result<Vec<i32>, PlanError> {
     Ok(out)
 }
 
-/// Cuts tokens `lo..hi` (one SELECT) into clauses. `base` is the depth of
-/// the SELECT's own tokens.
+/// Cuts tokens `lo..hi` (one SELECT) into clauses, in steps: the SELECT
+/// head (DISTINCT, ALL), the clause keywords at the SELECT's own depth,
+/// each clause's range, then their order.
 pub(super) fn clauses(
     q: &str,
     toks: &[Token],
@@ -69,31 +70,84 @@ pub(super) fn clauses(
     lo: usize,
     hi: usize,
 ) -> Result<Clauses, PlanError> {
-    let base = dep[lo];
-    let unsupported = |t: &Token, what: &str| -> PlanError {
-        format!(
-            "{what} (at {}) is not supported by /api/v1/sql across shards",
-            at_pos(q, t.start)
-        )
-    };
+    let mut c = Clauses::default();
+    let i = select_head(q, toks, lo, hi, &mut c)?;
+    // (clause name, its keyword's token, start token of its body)
+    let mut marks: Vec<Mark> = vec![("select", lo, i)];
+    marks.extend(clause_marks(q, toks, dep, dep[lo], i, hi)?);
+    let mut seen = HashSet::new();
+    for (k, (name, at, body)) in marks.iter().enumerate() {
+        let end = marks.get(k + 1).map_or(hi, |m| m.1);
+        if !seen.insert(*name) {
+            return Err(PlanError(format!(
+                "a second {} clause at {}",
+                name.to_uppercase(),
+                at_pos(q, toks[*at].start)
+            )));
+        }
+        let r = (*body, end);
+        match *name {
+            "select" => c.select = r,
+            // FROM keeps its keyword, and takes PREWHERE / WHERE along.
+            "from" => c.from = Some((*at, end)),
+            "group" => c.group_by = Some(r),
+            "having" => c.having = Some(r),
+            "order" => c.order_by = Some(r),
+            "limit" => c.limit = Some(r),
+            _ => c.offset = Some(r),
+        }
+    }
+    check_clause_order(q, toks, &marks)?;
+    if c.select.0 >= c.select.1 {
+        return Err(PlanError(format!(
+            "SELECT at {} has no columns",
+            at_pos(q, toks[lo].start)
+        )));
+    }
+    Ok(c)
+}
+
+/// A clause: its name, its keyword's token, the start token of its body.
+type Mark = (&'static str, usize, usize);
+
+fn unsupported(q: &str, t: &Token, what: &str) -> String {
+    format!(
+        "{what} (at {}) is not supported by /api/v1/sql across shards",
+        at_pos(q, t.start)
+    )
+}
+
+/// `SELECT [DISTINCT | ALL]`: sets `c.distinct`, returns the first token
+/// of the SELECT list.
+fn select_head(
+    q: &str,
+    toks: &[Token],
+    lo: usize,
+    hi: usize,
+    c: &mut Clauses,
+) -> Result<usize, PlanError> {
     if lo >= hi || !is_kw(q, &toks[lo], "select") {
         let t = &toks[lo.min(toks.len() - 1)];
         if is_kw(q, t, "with") {
-            return Err(
-                unsupported(t, "WITH (common table expressions and expression aliases)")
-                    + "; write the expression or a subquery in place",
-            );
+            let what = "WITH (common table expressions and expression aliases)";
+            return Err((unsupported(q, t, what)
+                + "; write the expression or a subquery in place")
+                .into());
         }
         if t.kind == Kind::Punct('(') {
-            return Err(unsupported(t, "a parenthesised statement") + "; send the SELECT alone");
+            return Err((unsupported(q, t, "a parenthesised statement")
+                + "; send the SELECT alone")
+                .into());
         }
-        return Err(format!("expected SELECT at {}", at_pos(q, t.start)));
+        return Err(PlanError(format!(
+            "expected SELECT at {}",
+            at_pos(q, t.start)
+        )));
     }
-    let mut c = Clauses::default();
     let mut i = lo + 1;
     if i < hi && is_kw(q, &toks[i], "distinct") {
         if toks.get(i + 1).is_some_and(|t| is_kw(q, t, "on")) {
-            return Err(unsupported(&toks[i], "SELECT DISTINCT ON"));
+            return Err(unsupported(q, &toks[i], "SELECT DISTINCT ON").into());
         }
         c.distinct = true;
         i += 1;
@@ -101,11 +155,23 @@ pub(super) fn clauses(
         i += 1;
     }
     if i < hi && is_kw(q, &toks[i], "top") {
-        return Err(unsupported(&toks[i], "SELECT TOP") + "; use LIMIT");
+        return Err((unsupported(q, &toks[i], "SELECT TOP") + "; use LIMIT").into());
     }
-    // (clause name, start token of its body)
-    let mut marks: Vec<(&'static str, usize, usize)> = vec![("select", lo, i)];
-    let mut j = i;
+    Ok(i)
+}
+
+/// The clause keywords among tokens `from..hi` at the SELECT's own depth
+/// `base`, refusing the clauses that cannot be merged across shards.
+fn clause_marks(
+    q: &str,
+    toks: &[Token],
+    dep: &[i32],
+    base: i32,
+    from: usize,
+    hi: usize,
+) -> Result<Vec<Mark>, PlanError> {
+    let mut marks = Vec::new();
+    let mut j = from;
     while j < hi {
         let t = &toks[j];
         if dep[j] != base || t.kind != Kind::Word {
@@ -121,27 +187,8 @@ pub(super) fn clauses(
             "order" if next_by => ("order", j + 2),
             "limit" => ("limit", j + 1),
             "offset" => ("offset", j + 1),
-            "union" | "except" | "intersect" => {
-                return Err(unsupported(
-                    t,
-                    &format!("{} of SELECTs", word.to_uppercase()),
-                ))
-            }
-            "window" | "qualify" | "fetch" | "format" | "settings" | "into" => {
-                return Err(unsupported(
-                    t,
-                    &format!("the {} clause", word.to_uppercase()),
-                ))
-            }
-            "with" => {
-                let what = toks
-                    .get(j + 1)
-                    .map(|n| text_of(q, n).to_ascii_uppercase())
-                    .unwrap_or_default();
-                return Err(unsupported(t, &format!("WITH {what}")));
-            }
-            "over" => return Err(unsupported(t, "a window function (OVER)")),
-            _ => {
+            other => {
+                refuse_clause(q, toks, j, other)?;
                 j += 1;
                 continue;
             }
@@ -149,28 +196,34 @@ pub(super) fn clauses(
         marks.push((name, j, body));
         j = body;
     }
-    let mut seen = HashSet::new();
-    for (k, (name, at, body)) in marks.iter().enumerate() {
-        let end = marks.get(k + 1).map_or(hi, |m| m.1);
-        if !seen.insert(*name) {
-            return Err(format!(
-                "a second {} clause at {}",
-                name.to_uppercase(),
-                at_pos(q, toks[*at].start)
-            ));
+    Ok(marks)
+}
+
+/// The error of a keyword that starts a clause /api/v1/sql does not
+/// merge; Ok for any other word.
+fn refuse_clause(q: &str, toks: &[Token], j: usize, word: &str) -> Result<(), PlanError> {
+    let t = &toks[j];
+    match word {
+        "union" | "except" | "intersect" => {
+            Err(unsupported(q, t, &format!("{} of SELECTs", word.to_uppercase())).into())
         }
-        let r = (*body, end);
-        match *name {
-            "select" => c.select = r,
-            // FROM keeps its keyword, and takes PREWHERE / WHERE along.
-            "from" => c.from = Some((*at, end)),
-            "group" => c.group_by = Some(r),
-            "having" => c.having = Some(r),
-            "order" => c.order_by = Some(r),
-            "limit" => c.limit = Some(r),
-            _ => c.offset = Some(r),
+        "window" | "qualify" | "fetch" | "format" | "settings" | "into" => {
+            Err(unsupported(q, t, &format!("the {} clause", word.to_uppercase())).into())
         }
+        "with" => {
+            let what = toks
+                .get(j + 1)
+                .map(|n| text_of(q, n).to_ascii_uppercase())
+                .unwrap_or_default();
+            Err(unsupported(q, t, &format!("WITH {what}")).into())
+        }
+        "over" => Err(unsupported(q, t, "a window function (OVER)").into()),
+        _ => Ok(()),
     }
+}
+
+/// The clauses in SQL's order.
+fn check_clause_order(q: &str, toks: &[Token], marks: &[Mark]) -> Result<(), PlanError> {
     let order = [
         "select", "from", "group", "having", "order", "limit", "offset",
     ];
@@ -180,19 +233,13 @@ pub(super) fn clauses(
         .collect();
     if let Some(k) = pos.windows(2).position(|w| w[0] > w[1]) {
         let m = &marks[k + 1];
-        return Err(format!(
+        return Err(PlanError(format!(
             "{} at {} is out of place",
             m.0.to_uppercase(),
             at_pos(q, toks[m.1].start)
-        ));
+        )));
     }
-    if c.select.0 >= c.select.1 {
-        return Err(format!(
-            "SELECT at {} has no columns",
-            at_pos(q, toks[lo].start)
-        ));
-    }
-    Ok(c)
+    Ok(())
 }
 
 /// Splits `lo..hi` at the commas of depth `dep[lo]`.
@@ -242,16 +289,16 @@ pub(super) fn check_from(
     while j < hi {
         let t = &toks[j];
         if dep[j] == base && t.kind == Kind::Punct(',') {
-            return Err(format!(
+            return Err(PlanError(format!(
                 "a comma join (at {}) is not supported across shards; join on series_id with JOIN ... USING series_id",
                 at_pos(q, t.start)
-            ));
+            )));
         }
         if dep[j] == base && is_kw(q, t, "cross") {
-            return Err(format!(
+            return Err(PlanError(format!(
                 "CROSS JOIN (at {}) is not supported across shards",
                 at_pos(q, t.start)
-            ));
+            )));
         }
         if dep[j] == base && is_kw(q, t, "join") && !(j > lo && is_kw(q, &toks[j - 1], "array")) {
             // The join's constraint runs to the next JOIN keyword or the end.
@@ -283,10 +330,10 @@ pub(super) fn check_from(
                 }
             });
             if !ok {
-                return Err(format!(
+                return Err(PlanError(format!(
                     "the JOIN at {} must be on series_id (USING series_id, or ON a.series_id = b.series_id): only then is each shard's join complete",
                     at_pos(q, t.start)
-                ));
+                )));
             }
         }
         j += 1;
@@ -328,14 +375,14 @@ pub(super) fn check_subqueries(
             });
             let aggregates = has_aggregate_call(q, toks, dep, c.select.0, close);
             if c.limit.is_some() || c.offset.is_some() {
-                return Err(format!(
+                return Err(PlanError(format!(
                     "LIMIT/OFFSET in the subquery at {at} would apply per shard; not supported"
-                ));
+                )));
             }
             if (aggregates || c.group_by.is_some() || c.distinct) && !by_series {
-                return Err(format!(
+                return Err(PlanError(format!(
                     "the subquery at {at} aggregates (or uses GROUP BY / DISTINCT) and would run per shard: not supported unless it groups by series_id"
-                ));
+                )));
             }
             check_from(
                 q,

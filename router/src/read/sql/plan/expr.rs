@@ -48,7 +48,13 @@ pub(super) struct Parser<'a> {
     pub(super) hi: usize,
 }
 
-type PResult<T> = Result<T, (usize, String)>;
+/// Where the parser stopped and what it expected there.
+pub(super) struct Unparsed {
+    at: usize,
+    what: String,
+}
+
+type PResult<T> = Result<T, Unparsed>;
 
 impl<'a> Parser<'a> {
     fn peek(&self) -> Option<&'a Token> {
@@ -68,7 +74,10 @@ impl<'a> Parser<'a> {
         let found = self.peek().map_or("the end".to_owned(), |t| {
             format!("`{}`", text_of(self.q, t))
         });
-        Err((self.pos(), format!("{what}, found {found}")))
+        Err(Unparsed {
+            at: self.pos(),
+            what: format!("{what}, found {found}"),
+        })
     }
     fn node(&self, ex: Ex, start: usize) -> Node {
         Node {
@@ -163,64 +172,13 @@ impl<'a> Parser<'a> {
         };
         let text = text_of(self.q, t);
         match t.kind {
-            Kind::Punct('(') => {
-                if self
-                    .toks
-                    .get(self.i + 1)
-                    .is_some_and(|n| is_kw(self.q, n, "select"))
-                {
-                    return self.err("a subquery here is not supported");
-                }
-                self.i += 1;
-                let e = self.expr()?;
-                if !self.punct(')') {
-                    return self.err("expected `)`");
-                }
-                self.i += 1;
-                Ok(Node {
-                    ex: e.ex,
-                    span: (start, self.toks[self.i - 1].end),
-                })
-            }
+            Kind::Punct('(') => self.parenthesised(start),
             Kind::Str => {
                 self.i += 1;
-                let lit = if text.starts_with('\'') {
-                    unescape_string(text)
-                } else {
-                    None
-                };
-                match lit {
-                    Some(s) => {
-                        let shown = format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"));
-                        Ok(self.node(Ex::Lit(Value::Str(s), shown), start))
-                    }
-                    None => Ok(self.node(Ex::Opaque, start)),
-                }
+                Ok(self.string(text, start))
             }
             Kind::Word if text.starts_with(|c: char| c.is_ascii_digit()) => {
-                // 1, 1.5, 1e3, 1.5e-3: the lexer cuts at `.` and `-`.
-                let mut end = self.i + 1;
-                let mut s = text.to_owned();
-                while end < self.hi {
-                    let n = &self.toks[end];
-                    let joined = n.start == self.toks[end - 1].end;
-                    let last = s.chars().last().unwrap_or(' ');
-                    if joined
-                        && (n.kind == Kind::Punct('.')
-                            || (matches!(n.kind, Kind::Punct('-' | '+'))
-                                && matches!(last, 'e' | 'E'))
-                            || (n.kind == Kind::Word && matches!(last, '.' | '-' | '+')))
-                    {
-                        s.push_str(text_of(self.q, n));
-                        end += 1;
-                    } else {
-                        break;
-                    }
-                }
-                self.i = end;
-                let (v, shown) =
-                    number(&s).ok_or((start, format!("cannot read the number `{s}`")))?;
-                Ok(self.node(Ex::Lit(v, shown), start))
+                self.number_literal(text, start)
             }
             Kind::Word if is_kw(self.q, t, "null") => {
                 self.i += 1;
@@ -236,96 +194,121 @@ impl<'a> Parser<'a> {
                     start,
                 ))
             }
-            Kind::Word | Kind::QuotedIdent => {
-                if [
-                    "case", "cast", "interval", "not", "distinct", "exists", "array",
-                ]
-                .iter()
-                .any(|k| is_kw(self.q, t, k))
-                    && t.kind == Kind::Word
-                    && !self
-                        .toks
-                        .get(self.i + 1)
-                        .is_some_and(|n| n.kind == Kind::Punct('(') && n.start == t.end)
-                {
-                    return self.err("this construct is not evaluated by the router");
-                }
-                let name = ident_name(self.q, t).ok_or((start, format!("cannot read `{text}`")))?;
-                self.i += 1;
-                if self.punct('(') {
-                    return self.call(name, start);
-                }
-                let mut last = name;
-                while self.punct('.') {
-                    self.i += 1;
-                    let Some(n) = self.peek().and_then(|n| ident_name(self.q, n)) else {
-                        return self.err("expected a name after `.`");
-                    };
-                    self.i += 1;
-                    last = n;
-                }
-                if self.punct('[') || self.punct(':') {
-                    return self.err("this construct is not evaluated by the router");
-                }
-                Ok(self.node(Ex::Ident(last), start))
-            }
+            Kind::Word | Kind::QuotedIdent => self.name(t, start),
             _ => self.err("expected an expression"),
         }
+    }
+
+    /// `( expr )` (a subquery is refused).
+    fn parenthesised(&mut self, start: usize) -> PResult<Node> {
+        if self
+            .toks
+            .get(self.i + 1)
+            .is_some_and(|n| is_kw(self.q, n, "select"))
+        {
+            return self.err("a subquery here is not supported");
+        }
+        self.i += 1;
+        let e = self.expr()?;
+        if !self.punct(')') {
+            return self.err("expected `)`");
+        }
+        self.i += 1;
+        Ok(Node {
+            ex: e.ex,
+            span: (start, self.toks[self.i - 1].end),
+        })
+    }
+
+    /// A string literal (the token is consumed); one in double quotes or
+    /// with escapes the router does not read is opaque.
+    fn string(&self, text: &str, start: usize) -> Node {
+        let lit = if text.starts_with('\'') {
+            unescape_string(text)
+        } else {
+            None
+        };
+        match lit {
+            Some(s) => {
+                let shown = format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"));
+                self.node(Ex::Lit(Value::Str(s), shown), start)
+            }
+            None => self.node(Ex::Opaque, start),
+        }
+    }
+
+    /// 1, 1.5, 1e3, 1.5e-3: the lexer cuts at `.` and `-`.
+    fn number_literal(&mut self, text: &str, start: usize) -> PResult<Node> {
+        let mut end = self.i + 1;
+        let mut s = text.to_owned();
+        while end < self.hi {
+            let n = &self.toks[end];
+            let joined = n.start == self.toks[end - 1].end;
+            let last = s.chars().last().unwrap_or(' ');
+            if joined
+                && (n.kind == Kind::Punct('.')
+                    || (matches!(n.kind, Kind::Punct('-' | '+')) && matches!(last, 'e' | 'E'))
+                    || (n.kind == Kind::Word && matches!(last, '.' | '-' | '+')))
+            {
+                s.push_str(text_of(self.q, n));
+                end += 1;
+            } else {
+                break;
+            }
+        }
+        self.i = end;
+        let (v, shown) = number(&s).ok_or_else(|| Unparsed {
+            at: start,
+            what: format!("cannot read the number `{s}`"),
+        })?;
+        Ok(self.node(Ex::Lit(v, shown), start))
+    }
+
+    /// A name: a column (`t.c` is `c`) or a call; the keywords of
+    /// constructs the router does not evaluate are refused.
+    fn name(&mut self, t: &'a Token, start: usize) -> PResult<Node> {
+        let text = text_of(self.q, t);
+        if [
+            "case", "cast", "interval", "not", "distinct", "exists", "array",
+        ]
+        .iter()
+        .any(|k| is_kw(self.q, t, k))
+            && t.kind == Kind::Word
+            && !self
+                .toks
+                .get(self.i + 1)
+                .is_some_and(|n| n.kind == Kind::Punct('(') && n.start == t.end)
+        {
+            return self.err("this construct is not evaluated by the router");
+        }
+        let name = ident_name(self.q, t).ok_or_else(|| Unparsed {
+            at: start,
+            what: format!("cannot read `{text}`"),
+        })?;
+        self.i += 1;
+        if self.punct('(') {
+            return self.call(name, start);
+        }
+        let mut last = name;
+        while self.punct('.') {
+            self.i += 1;
+            let Some(n) = self.peek().and_then(|n| ident_name(self.q, n)) else {
+                return self.err("expected a name after `.`");
+            };
+            self.i += 1;
+            last = n;
+        }
+        if self.punct('[') || self.punct(':') {
+            return self.err("this construct is not evaluated by the router");
+        }
+        Ok(self.node(Ex::Ident(last), start))
     }
 
     /// `name(` at the cursor: an aggregate (`name(params)(args)` too) or a
     /// function the router may evaluate.
     fn call(&mut self, name: String, start: usize) -> PResult<Node> {
-        let open = self.i;
-        let close = matching(self.toks, self.dep, open);
         if aggregate_name(&name).is_some() {
-            let mut groups = vec![(open, close)];
-            if self
-                .toks
-                .get(close + 1)
-                .is_some_and(|t| t.kind == Kind::Punct('('))
-                && close + 1 < self.hi
-            {
-                let c2 = matching(self.toks, self.dep, close + 1);
-                groups.push((close + 1, c2));
-            }
-            let (args_r, params_r) = if groups.len() == 2 {
-                (groups[1], Some(groups[0]))
-            } else {
-                (groups[0], None)
-            };
-            self.i = args_r.1 + 1;
-            if self.kw("over") {
-                return self.err("window functions (OVER) are not supported across shards");
-            }
-            let texts = |r: (usize, usize)| -> Vec<String> {
-                if r.1 == r.0 + 1 {
-                    return vec![];
-                }
-                split_commas(self.toks, self.dep, r.0 + 1, r.1)
-                    .into_iter()
-                    .map(|s| span_text(self.q, self.toks, s).to_owned())
-                    .collect()
-            };
-            let mut args = texts(args_r);
-            let mut distinct = false;
-            if let Some(first) = args.first_mut() {
-                let lower = first.to_ascii_lowercase();
-                if lower.starts_with("distinct ") || lower.starts_with("distinct\n") {
-                    distinct = true;
-                    *first = first[8..].trim().to_owned();
-                }
-            }
-            if args.len() == 1 && args[0] == "*" {
-                args.clear();
-            }
-            let call = AggCall {
-                name,
-                params: params_r.map(texts).unwrap_or_default(),
-                args,
-                distinct,
-            };
-            return Ok(self.node(Ex::Agg(call), start));
+            return self.aggregate_call(name, start);
         }
         self.i += 1;
         let mut args = Vec::new();
@@ -347,6 +330,60 @@ impl<'a> Parser<'a> {
             return self.err("this construct is not evaluated by the router");
         }
         Ok(self.node(Ex::Call(name, args), start))
+    }
+
+    /// An aggregate call, kept as text for the shards: its parameters,
+    /// its arguments (`DISTINCT` and `*` read off them).
+    fn aggregate_call(&mut self, name: String, start: usize) -> PResult<Node> {
+        let open = self.i;
+        let close = matching(self.toks, self.dep, open);
+        let mut groups = vec![(open, close)];
+        if self
+            .toks
+            .get(close + 1)
+            .is_some_and(|t| t.kind == Kind::Punct('('))
+            && close + 1 < self.hi
+        {
+            let c2 = matching(self.toks, self.dep, close + 1);
+            groups.push((close + 1, c2));
+        }
+        let (args_r, params_r) = if groups.len() == 2 {
+            (groups[1], Some(groups[0]))
+        } else {
+            (groups[0], None)
+        };
+        self.i = args_r.1 + 1;
+        if self.kw("over") {
+            return self.err("window functions (OVER) are not supported across shards");
+        }
+        let texts = |r: (usize, usize)| -> Vec<String> {
+            if r.1 == r.0 + 1 {
+                return vec![];
+            }
+            split_commas(self.toks, self.dep, r.0 + 1, r.1)
+                .into_iter()
+                .map(|s| span_text(self.q, self.toks, s).to_owned())
+                .collect()
+        };
+        let mut args = texts(args_r);
+        let mut distinct = false;
+        if let Some(first) = args.first_mut() {
+            let lower = first.to_ascii_lowercase();
+            if lower.starts_with("distinct ") || lower.starts_with("distinct\n") {
+                distinct = true;
+                *first = first[8..].trim().to_owned();
+            }
+        }
+        if args.len() == 1 && args[0] == "*" {
+            args.clear();
+        }
+        let call = AggCall {
+            name,
+            params: params_r.map(texts).unwrap_or_default(),
+            args,
+            distinct,
+        };
+        Ok(self.node(Ex::Agg(call), start))
     }
 }
 
@@ -412,10 +449,10 @@ pub(super) fn parse_node(
             ex: Ex::Opaque,
             span: (toks[r.0].start, toks[r.1 - 1].end),
         }),
-        Err((at, msg)) => Err(format!(
+        Err(Unparsed { at, what: msg }) => Err(PlanError(format!(
             "{msg} at {}: over aggregates the router evaluates only + - * / %, comparisons, AND/OR/NOT, literals and {} (compute the rest inside the aggregate's argument, or use per_shard=true)",
             at_pos(q, at),
             ROUTER_FUNCTIONS.join(", ")
-        )),
+        ))),
     }
 }

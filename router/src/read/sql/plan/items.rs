@@ -33,10 +33,10 @@ pub(super) fn items(
     let mut out = Vec::new();
     for (lo, hi) in split_commas(toks, dep, r.0, r.1) {
         if lo >= hi {
-            return Err(format!(
+            return Err(PlanError(format!(
                 "an empty column in SELECT near {}",
                 at_pos(q, toks[lo.min(toks.len() - 1)].start)
-            ));
+            )));
         }
         let mut end = hi;
         let mut alias = None;
@@ -106,7 +106,7 @@ pub(super) fn uint_clause(
     let at = toks
         .get(r.0)
         .map_or(String::new(), |t| format!(" at {}", at_pos(q, t.start)));
-    Err(format!("{what}{at} must be a plain non-negative integer here (LIMIT n, LIMIT m, n, LIMIT n OFFSET m; LIMIT ... BY and WITH TIES are not supported)"))
+    Err(PlanError(format!("{what}{at} must be a plain non-negative integer here (LIMIT n, LIMIT m, n, LIMIT n OFFSET m; LIMIT ... BY and WITH TIES are not supported)")))
 }
 
 /// One ORDER BY item: the expression's token range, direction, NULLS.
@@ -134,10 +134,10 @@ pub(super) fn order_items(
             }
         }
         if let Some(c) = (lo..hi).find(|&k| dep[k] == dep[lo] && is_kw(q, &toks[k], "collate")) {
-            return Err(format!(
+            return Err(PlanError(format!(
                 "COLLATE (at {}) is not supported across shards",
                 at_pos(q, toks[c].start)
-            ));
+            )));
         }
         if lo >= hi {
             return Err("an empty ORDER BY item".into());

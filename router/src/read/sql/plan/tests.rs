@@ -181,7 +181,7 @@ fn refusals_name_the_construct_and_position() {
         ("SELECT *, count() FROM t", "name the columns"),
     ] {
         let e = plan(sql).unwrap_err();
-        assert!(e.contains(want), "{sql}: {e}");
+        assert!(e.0.contains(want), "{sql}: {e}");
     }
     // Shard-local subqueries and joins pass.
     plan("SELECT count() FROM cpu FINAL WHERE series_id IN (SELECT series_id FROM _series WHERE tags['host'] = 'a')").unwrap();
