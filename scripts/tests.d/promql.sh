@@ -17,7 +17,12 @@
 # OTLP/HTTP bodies (protobuf encoded by hand, and gzip'd JSON) to
 # /v1/metrics?db=otlp and reads every kind back with PromQL (names, labels,
 # values, refused points counted in partial_success, 400/415).
-# Skips, printing why, when Prometheus cannot be installed. Cost: ~3.5 min.
+# Then Grafana's Prometheus data source, unchanged (scripts/promql/grafana_prom.py):
+# a real Grafana with one data source on the router and one on the
+# reference; its health check, its metric browser (names, labels, series,
+# metadata) and six dashboard panels through /api/ds/query must answer as
+# the reference's. Skips, printing why, when Prometheus cannot be installed
+# (or, for the Grafana part only, when Grafana was not built). Cost: ~4 min.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -154,3 +159,51 @@ echo "ok: remote_read"
 # the comparisons above never see them.
 python3 scripts/promql/otlp.py "$ROUTER" otlp || fail "otlp: see above"
 echo "ok: otlp"
+
+# --- Grafana's Prometheus data source, unchanged: a real Grafana (built by
+# scripts/deps.d/grafana.sh; skipped, saying so, when it could not be built)
+# with one data source on the router and one on the reference Prometheus.
+GRAFANA_DIR=${SHARDHOUSE_CACHE:-$HOME/.cache/shardhouse}/grafana
+if [ ! -x "$GRAFANA_DIR/bin/grafana" ]; then
+  echo "SKIP grafana prometheus data source: no Grafana server ($(cat "$GRAFANA_DIR/.skipped" 2>/dev/null || echo "run scripts/deps.d/grafana.sh"))"
+  exit 0
+fi
+GRAFANA_PORT=$(sh_free_port)
+G=$TMP/grafana
+mkdir -p "$G/provisioning/datasources" "$G/provisioning/dashboards"
+cat >"$G/provisioning/datasources/prom.yaml" <<YAML
+apiVersion: 1
+datasources:
+  - {name: Shardhouse PromQL, uid: sh-promql, type: prometheus, access: proxy, url: "$ROUTER", jsonData: {httpMethod: POST, timeInterval: 5s}}
+  - {name: Prometheus reference, uid: ref-prom, type: prometheus, access: proxy, url: "$PROM", jsonData: {httpMethod: POST, timeInterval: 5s}}
+YAML
+cat >"$G/custom.ini" <<INI
+[paths]
+data = $G/data
+logs = $G/logs
+plugins = $G/plugins
+provisioning = $G/provisioning
+[server]
+http_addr = 127.0.0.1
+http_port = $GRAFANA_PORT
+[security]
+admin_user = admin
+admin_password = admin
+[analytics]
+reporting_enabled = false
+check_for_updates = false
+check_for_plugin_updates = false
+[log]
+mode = file
+INI
+"$GRAFANA_DIR/bin/grafana" server --homepath "$GRAFANA_DIR/home" --config "$G/custom.ini" >"$G/out.log" 2>&1 &
+GRAFANA_PID=$!
+PROM_PID="$PROM_PID $GRAFANA_PID"
+deadline=$((SECONDS + 120))
+until curl -fsS -m 2 "http://127.0.0.1:$GRAFANA_PORT/api/health" >/dev/null 2>&1; do
+  kill -0 "$GRAFANA_PID" 2>/dev/null || { tail -n 30 "$G/out.log" >&2; fail "grafana exited"; }
+  ((SECONDS < deadline)) || fail "grafana not healthy after 120 s"
+  sleep 0.5
+done
+python3 scripts/promql/grafana_prom.py "http://127.0.0.1:$GRAFANA_PORT" "$BEGIN" "$END" ||
+  fail "grafana prometheus data source: see above"
