@@ -42,7 +42,12 @@ pub(crate) async fn write_metrics(
         .and_then(|v| v.to_str().ok());
     let enc = match otlp_wire::encoding_of(content_type) {
         Ok(enc) => enc,
-        Err(why) => return error(Encoding::Json, &Error::UnsupportedMediaType(why)),
+        Err(why) => {
+            return error(
+                Encoding::Json,
+                &Error::UnsupportedMediaType(why.to_string()),
+            )
+        }
     };
     let limit = r.options.max_body_bytes;
     let prep = async {
@@ -58,7 +63,7 @@ pub(crate) async fn write_metrics(
         metrics::BYTES
             .with_label_values(&[ENDPOINT])
             .inc_by(raw.len() as u64);
-        let req = otlp_wire::decode(&raw, enc).map_err(Error::BadRequest)?;
+        let req = otlp_wire::decode(&raw, enc).map_err(|e| Error::BadRequest(e.to_string()))?;
         let rp = params.get("rp").filter(|r| !r.is_empty()).cloned();
         Ok::<_, Error>((db, rp, req, raw.len(), access))
     };

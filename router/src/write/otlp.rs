@@ -17,7 +17,7 @@
 //! (`parse::add_prom_sample`).
 
 use super::batch::RequestBatch;
-use super::otlp_names::{excerpt, label_name, metric_name, NameKind};
+use super::otlp_names::{excerpt, label_name, metric_name, NameKind, OtlpError};
 use super::parse::{add_prom_sample, prom_samples_batch};
 use base64::Engine as _;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
@@ -119,7 +119,7 @@ fn resource_labels(attrs: &[KeyValue]) -> ResourceLabels {
 /// Labels from attributes (keys escaped; two keys that escape to the same
 /// name get their values joined with `;` in key order, as Prometheus
 /// does), then `job` and `instance` from the resource over them.
-fn labels_of(attrs: &[KeyValue], skip: &[&str], rl: &ResourceLabels) -> Result<Labels, String> {
+fn labels_of(attrs: &[KeyValue], skip: &[&str], rl: &ResourceLabels) -> Result<Labels, OtlpError> {
     let mut sorted: Vec<&KeyValue> = attrs
         .iter()
         .filter(|kv| !skip.contains(&kv.key.as_str()))
@@ -203,18 +203,18 @@ fn target_info(out: &mut Converted, attrs: &[KeyValue], rl: &ResourceLabels, lat
 
 /// The points of one metric, and how to name it. `Err` is why every
 /// point of it is refused.
-fn classify(metric: &Metric) -> Result<NameKind, String> {
+fn classify(metric: &Metric) -> Result<NameKind, OtlpError> {
     let cumulative = |t: i32| match AggregationTemporality::try_from(t) {
         Ok(AggregationTemporality::Cumulative) => Ok(()),
-        Ok(AggregationTemporality::Delta) => Err(
+        Ok(AggregationTemporality::Delta) => Err(OtlpError::Refused(
             "delta temporality is not taken (Prometheus reads cumulative sums and histograms); \
              export cumulative temporality (SDK: cumulative temporality preference; \
              Collector: the deltatocumulative processor)"
                 .to_string(),
-        ),
-        _ => Err(format!(
-            "aggregation temporality {t} (unspecified) is not taken; export cumulative temporality"
         )),
+        _ => Err(OtlpError::Refused(format!(
+            "aggregation temporality {t} (unspecified) is not taken; export cumulative temporality"
+        ))),
     };
     match &metric.data {
         Some(Data::Gauge(_)) => Ok(NameKind::Gauge),
@@ -227,11 +227,11 @@ fn classify(metric: &Metric) -> Result<NameKind, String> {
             })
         }
         Some(Data::Histogram(h)) => cumulative(h.aggregation_temporality).map(|_| NameKind::Other),
-        Some(Data::ExponentialHistogram(_)) => Err(
+        Some(Data::ExponentialHistogram(_)) => Err(OtlpError::Refused(
             "exponential histograms are not taken (Prometheus makes native histograms of them, \
              which Shardhouse does not store); export explicit-bucket histograms"
                 .to_string(),
-        ),
+        )),
         Some(Data::Summary(_)) => Ok(NameKind::Other),
         None => Ok(NameKind::Other),
     }
@@ -327,8 +327,12 @@ impl PointCx<'_> {
         let point = self.index;
         self.index += 1;
         let checked = match time_ns {
-            0 => Err("time_unix_nano is 0 (unset)".to_string()),
-            t if t > i64::MAX as u64 => Err(format!("time_unix_nano {t} is out of range")),
+            0 => Err(OtlpError::Refused(
+                "time_unix_nano is 0 (unset)".to_string(),
+            )),
+            t if t > i64::MAX as u64 => Err(OtlpError::Refused(format!(
+                "time_unix_nano {t} is out of range"
+            ))),
             _ => labels_of(attrs, &[], self.rl),
         };
         match checked {
@@ -339,7 +343,7 @@ impl PointCx<'_> {
                 point,
             }),
             Err(why) => {
-                self.reject(point, why);
+                self.reject(point, why.to_string());
                 None
             }
         }

@@ -97,12 +97,29 @@ fn clean_unit(unit: &str) -> String {
     out.trim_start_matches('_').to_string()
 }
 
+/// Why an OTLP body, metric or data point is not taken. The text names
+/// it and says what to send instead: the client reads it in
+/// `partial_success` or in the 4xx body.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OtlpError {
+    /// The `Content-Type` is not an OTLP encoding (415).
+    #[error("{0}")]
+    UnsupportedMediaType(String),
+    /// The body does not decode (400).
+    #[error("{0}")]
+    Undecodable(String),
+    /// A metric or data point that cannot be stored; the rest of the
+    /// body is.
+    #[error("{0}")]
+    Refused(String),
+}
+
 /// The Prometheus name of an OTLP metric: `name`'s runs of characters
 /// other than `[a-zA-Z0-9:]` become one `_`, then the unit's words
 /// (unless already in the name), `_total` for counters and `_ratio` for
 /// gauges of unit `1`; a leading digit gets a `_`. `Err` names why no
 /// valid name came out.
-pub fn metric_name(name: &str, unit: &str, kind: NameKind) -> Result<String, String> {
+pub fn metric_name(name: &str, unit: &str, kind: NameKind) -> Result<String, OtlpError> {
     let mut tokens: Vec<String> = name
         .split(|c: char| !is_metric_char(c))
         .filter(|t| !t.is_empty())
@@ -141,10 +158,10 @@ pub fn metric_name(name: &str, unit: &str, kind: NameKind) -> Result<String, Str
         out.insert(0, '_');
     }
     if out.is_empty() {
-        return Err(format!(
+        return Err(OtlpError::Refused(format!(
             "metric name {:?} has no letter or digit left once escaped to a Prometheus name",
             excerpt(name)
-        ));
+        )));
     }
     Ok(out)
 }
@@ -153,9 +170,9 @@ pub fn metric_name(name: &str, unit: &str, kind: NameKind) -> Result<String, Str
 /// than `[a-zA-Z0-9]` becomes `_` (runs kept), a leading digit gets
 /// `key_` and a single leading `_` gets `key` (`__x` is kept). `Err` for
 /// an empty key or one that is only underscores once escaped.
-pub fn label_name(key: &str) -> Result<String, String> {
+pub fn label_name(key: &str) -> Result<String, OtlpError> {
     if key.is_empty() {
-        return Err("an attribute has an empty key".into());
+        return Err(OtlpError::Refused("an attribute has an empty key".into()));
     }
     let fast = key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
         && !key.starts_with(|c: char| c.is_ascii_digit())
@@ -174,10 +191,10 @@ pub fn label_name(key: &str) -> Result<String, String> {
         out.insert_str(0, "key");
     }
     if out.bytes().all(|b| b == b'_') {
-        return Err(format!(
+        return Err(OtlpError::Refused(format!(
             "attribute key {:?} is only underscores once escaped to a Prometheus label name",
             excerpt(key)
-        ));
+        )));
     }
     Ok(out)
 }
@@ -249,6 +266,7 @@ mod tests {
         assert_eq!(name("_leading", "", Gauge), "leading");
         assert!(metric_name("...", "", Gauge)
             .unwrap_err()
+            .to_string()
             .contains("no letter or digit"));
         assert!(metric_name("", "", Gauge).is_err());
         // A counter with no name at all is still just `total`.
@@ -267,7 +285,10 @@ mod tests {
         assert_eq!(l("k8s.pod.name"), "k8s_pod_name");
         assert_eq!(l("é"), "key_");
         assert!(label_name("").is_err());
-        assert!(label_name("__").unwrap_err().contains("only underscores"));
+        assert!(label_name("__")
+            .unwrap_err()
+            .to_string()
+            .contains("only underscores"));
         assert!(label_name("..").is_err());
     }
 }

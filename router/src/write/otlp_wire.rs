@@ -20,6 +20,8 @@ use opentelemetry_proto::tonic::collector::metrics::v1::{
 use opentelemetry_proto::tonic::metrics::v1::AggregationTemporality;
 use prost::Message as _;
 
+use super::otlp_names::OtlpError;
+
 /// How a request's body (and so its answer) is encoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Encoding {
@@ -38,7 +40,7 @@ impl Encoding {
 
 /// The encoding named by a `Content-Type` (parameters such as `charset`
 /// ignored); `Err` says what is accepted.
-pub fn encoding_of(content_type: Option<&str>) -> Result<Encoding, String> {
+pub fn encoding_of(content_type: Option<&str>) -> Result<Encoding, OtlpError> {
     let media = content_type
         .and_then(|c| c.split(';').next())
         .map(|m| m.trim().to_ascii_lowercase());
@@ -46,26 +48,32 @@ pub fn encoding_of(content_type: Option<&str>) -> Result<Encoding, String> {
         Some("application/x-protobuf") | Some("application/protobuf") => Ok(Encoding::Protobuf),
         Some("application/json") => Ok(Encoding::Json),
         other => {
-            Err(format!(
+            Err(OtlpError::UnsupportedMediaType(format!(
             "Content-Type {} is not OTLP/HTTP; send `application/x-protobuf` or `application/json`",
             other.map_or("(none)".to_string(), |m| format!("{:?}", super::otlp_names::excerpt(m)))
-        ))
+        )))
         }
     }
 }
 
 /// Decodes a (decompressed) body; `Err` says what was wrong with it.
-pub fn decode(body: &[u8], enc: Encoding) -> Result<ExportMetricsServiceRequest, String> {
+pub fn decode(body: &[u8], enc: Encoding) -> Result<ExportMetricsServiceRequest, OtlpError> {
     match enc {
-        Encoding::Protobuf => ExportMetricsServiceRequest::decode(body)
-            .map_err(|e| format!("body is not a protobuf ExportMetricsServiceRequest: {e}")),
+        Encoding::Protobuf => ExportMetricsServiceRequest::decode(body).map_err(|e| {
+            OtlpError::Undecodable(format!(
+                "body is not a protobuf ExportMetricsServiceRequest: {e}"
+            ))
+        }),
         Encoding::Json => decode_json(body),
     }
 }
 
-fn decode_json(body: &[u8]) -> Result<ExportMetricsServiceRequest, String> {
-    let bad =
-        |e: serde_json::Error| format!("body is not an OTLP/JSON ExportMetricsServiceRequest: {e}");
+fn decode_json(body: &[u8]) -> Result<ExportMetricsServiceRequest, OtlpError> {
+    let bad = |e: serde_json::Error| {
+        OtlpError::Undecodable(format!(
+            "body is not an OTLP/JSON ExportMetricsServiceRequest: {e}"
+        ))
+    };
     let req: ExportMetricsServiceRequest = serde_json::from_slice(body).map_err(bad)?;
     if !req
         .resource_metrics
@@ -86,7 +94,7 @@ fn decode_json(body: &[u8]) -> Result<ExportMetricsServiceRequest, String> {
 }
 
 /// Decodes every metric's data on its own, to name the one that does not.
-fn check_metric_data(v: &serde_json::Value) -> Result<(), String> {
+fn check_metric_data(v: &serde_json::Value) -> Result<(), OtlpError> {
     use opentelemetry_proto::tonic::metrics::v1 as m;
     let list = |v: &'_ serde_json::Value, key: &str| -> Vec<serde_json::Value> {
         v.get(key)
@@ -119,10 +127,10 @@ fn check_metric_data(v: &serde_json::Value) -> Result<(), String> {
                     _ => serde_json::from_value::<m::ExponentialHistogram>(data).map(drop),
                 };
                 res.map_err(|e| {
-                    format!(
+                    OtlpError::Undecodable(format!(
                         "metric {:?}: its `{key}` is not OTLP/JSON: {e}",
                         super::otlp_names::excerpt(name)
-                    )
+                    ))
                 })?;
             }
         }
@@ -220,8 +228,12 @@ mod tests {
         assert_eq!(e("application/x-protobuf"), Ok(Encoding::Protobuf));
         assert_eq!(e("application/json; charset=utf-8"), Ok(Encoding::Json));
         assert_eq!(e("Application/JSON"), Ok(Encoding::Json));
-        assert!(e("text/plain").unwrap_err().contains("\"text/plain\""));
-        assert!(encoding_of(None).unwrap_err().contains("(none)"));
+        let refused = |c: Option<&str>| match encoding_of(c) {
+            Err(OtlpError::UnsupportedMediaType(m)) => m,
+            other => panic!("{other:?}"),
+        };
+        assert!(refused(Some("text/plain")).contains("\"text/plain\""));
+        assert!(refused(None).contains("(none)"));
     }
 
     #[test]
@@ -251,11 +263,15 @@ mod tests {
 
     #[test]
     fn undecodable_bodies_say_why() {
-        let e = decode(b"\xff\xff\xff", Encoding::Protobuf).unwrap_err();
+        let e = decode(b"\xff\xff\xff", Encoding::Protobuf)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("protobuf ExportMetricsServiceRequest"), "{e}");
-        let e = decode(b"{\"resourceMetrics\": 5}", Encoding::Json).unwrap_err();
+        let e = decode(b"{\"resourceMetrics\": 5}", Encoding::Json)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("OTLP/JSON"), "{e}");
-        let e = decode(b"not json", Encoding::Json).unwrap_err();
+        let e = decode(b"not json", Encoding::Json).unwrap_err().to_string();
         assert!(e.contains("OTLP/JSON"), "{e}");
     }
 
@@ -264,7 +280,7 @@ mod tests {
         let body = br#"{"resourceMetrics":[{"scopeMetrics":[{"metrics":[
             {"name":"ok","gauge":{"dataPoints":[]}},
             {"name":"broken","histogram":{"dataPoints":[{"bucketCounts":"many"}]}}]}]}]}"#;
-        let e = decode(body, Encoding::Json).unwrap_err();
+        let e = decode(body, Encoding::Json).unwrap_err().to_string();
         assert!(e.contains("\"broken\": its `histogram`"), "{e}");
         // No data at all is not an error here (the metric is dropped later).
         let body = br#"{"resourceMetrics":[{"scopeMetrics":[{"metrics":[{"name":"x"}]}]}]}"#;
