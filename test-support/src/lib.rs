@@ -17,6 +17,7 @@ pub mod node;
 pub mod node_client;
 pub mod ports;
 pub mod process;
+pub mod roles;
 pub mod router;
 pub mod wait;
 

@@ -9,9 +9,8 @@ use std::time::Duration;
 
 use shardhouse_engine::testdata::{encode_points, encode_series, FieldValue, PointRow};
 use shardhouse_engine::{Engine, EngineConfig};
+use shardhouse_test_support::roles;
 
-const ROLE: &str = "SHARDHOUSE_ENGINE_TEST_ROLE";
-const DIR: &str = "SHARDHOUSE_ENGINE_TEST_DIR";
 const SHARD: u32 = 3;
 
 fn entry(idx: u64) -> Vec<u8> {
@@ -96,26 +95,7 @@ fn reader(dir: &Path) {
     assert_eq!(raw, 6_000, "skipped entries must not be written again");
 }
 
-fn run_child(role: &str, dir: &Path) -> std::process::ExitStatus {
-    Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "data_survives_a_process_restart", "--nocapture"])
-        .env(ROLE, role)
-        .env(DIR, dir)
-        .status()
-        .unwrap()
-}
-
 #[test]
 fn data_survives_a_process_restart() {
-    match std::env::var(ROLE).as_deref() {
-        Ok("writer") => return writer(Path::new(&std::env::var(DIR).unwrap())),
-        Ok("reader") => return reader(Path::new(&std::env::var(DIR).unwrap())),
-        _ => {}
-    }
-    shardhouse_test_support::chdb_dir().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let st = run_child("writer", dir.path());
-    assert!(!st.success(), "the writer must die abruptly, got {st:?}");
-    let st = run_child("reader", dir.path());
-    assert!(st.success(), "reader checks failed: {st:?}");
+    roles::writer_then_reader("data_survives_a_process_restart", writer, reader);
 }

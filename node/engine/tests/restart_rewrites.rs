@@ -11,11 +11,9 @@ use std::time::Duration;
 use shardhouse_engine::testdata::{encode_points, encode_series, FieldValue, PointRow};
 use shardhouse_engine::{Engine, EngineConfig};
 use shardhouse_test_support::arrow::scalar_u64;
+use shardhouse_test_support::roles;
 
-const ROLE: &str = "SHARDHOUSE_ENGINE_TEST_ROLE";
-const DIR: &str = "SHARDHOUSE_ENGINE_TEST_DIR";
 const SHARD: u32 = 5;
-const TEST: &str = "final_is_skipped_after_a_restart_only_where_no_point_is_twice";
 /// 2026-11-27 00:00 UTC in ns.
 const DAY: i64 = 20_784 * 86_400 * 1_000_000_000;
 const SECOND: i64 = 1_000_000_000;
@@ -105,26 +103,11 @@ fn reader(dir: &Path) {
     assert_eq!(read, 1_100, "the engine's own read keeps FINAL");
 }
 
-fn run_child(role: &str, dir: &Path) -> std::process::ExitStatus {
-    Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", TEST, "--nocapture"])
-        .env(ROLE, role)
-        .env(DIR, dir)
-        .status()
-        .unwrap()
-}
-
 #[test]
 fn final_is_skipped_after_a_restart_only_where_no_point_is_twice() {
-    match std::env::var(ROLE).as_deref() {
-        Ok("writer") => return writer(Path::new(&std::env::var(DIR).unwrap())),
-        Ok("reader") => return reader(Path::new(&std::env::var(DIR).unwrap())),
-        _ => {}
-    }
-    shardhouse_test_support::chdb_dir().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let st = run_child("writer", dir.path());
-    assert!(!st.success(), "the writer must die abruptly, got {st:?}");
-    let st = run_child("reader", dir.path());
-    assert!(st.success(), "reader checks failed: {st:?}");
+    roles::writer_then_reader(
+        "final_is_skipped_after_a_restart_only_where_no_point_is_twice",
+        writer,
+        reader,
+    );
 }
