@@ -18,13 +18,13 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 CACHE=${SHARDHOUSE_CACHE:-$HOME/.cache/shardhouse}
-GRAFANA_DIR=$CACHE/grafana
 BIN=${SHARDHOUSE_BIN:-${CARGO_TARGET_DIR:-$CACHE/target}/release}
 export SHARDHOUSE_BIN=$BIN
 fail() { echo "FAIL grafana: $*" >&2; exit 1; }
 
-if [ ! -x "$GRAFANA_DIR/bin/grafana" ]; then
-  why=$(cat "$GRAFANA_DIR/.skipped" 2>/dev/null || echo "not built: run scripts/deps.d/grafana.sh")
+# shellcheck source=scripts/lib/grafana.sh
+source scripts/lib/grafana.sh
+if ! why=$(sh_grafana_built); then
   echo "SKIP grafana: no Grafana server ($why)"
   exit 0
 fi
@@ -55,39 +55,8 @@ sh_wait_writable || fail "the cluster does not take writes"
 ROUTER="http://$SH_ROUTER_HTTP"
 
 # --- Grafana, provisioned from deploy/grafana as the README tells users
-GRAFANA_PORT=$(sh_free_port)
-GRAFANA="http://127.0.0.1:$GRAFANA_PORT"
-mkdir -p "$TMP/grafana"
-cat >"$TMP/grafana/custom.ini" <<INI
-[paths]
-data = $TMP/grafana/data
-logs = $TMP/grafana/logs
-plugins = $TMP/grafana/plugins
-provisioning = $PWD/deploy/grafana/provisioning
-[server]
-http_addr = 127.0.0.1
-http_port = $GRAFANA_PORT
-[security]
-admin_user = admin
-admin_password = admin
-[analytics]
-reporting_enabled = false
-check_for_updates = false
-check_for_plugin_updates = false
-[log]
-mode = file
-level = info
-INI
 SHARDHOUSE_URL=$ROUTER SHARDHOUSE_DASHBOARDS=$PWD/deploy/grafana/dashboards \
-  "$GRAFANA_DIR/bin/grafana" server --homepath "$GRAFANA_DIR/home" \
-  --config "$TMP/grafana/custom.ini" >"$TMP/grafana/out.log" 2>&1 &
-GRAFANA_PID=$!
-deadline=$((SECONDS + 120))
-until curl -fsS -m 2 "$GRAFANA/api/health" >/dev/null 2>&1; do
-  kill -0 "$GRAFANA_PID" 2>/dev/null || { tail -n 30 "$TMP/grafana/out.log" "$TMP"/grafana/logs/* >&2; fail "grafana exited"; }
-  ((SECONDS < deadline)) || { tail -n 30 "$TMP"/grafana/logs/* >&2; fail "grafana not healthy after 120 s"; }
-  sleep 0.5
-done
+  sh_start_grafana "$TMP/grafana" "$PWD/deploy/grafana/provisioning" || fail "grafana did not start"
 echo "ok: cluster at $ROUTER, Grafana $(cat "$GRAFANA_DIR/.version") (github.com/grafana/grafana) at $GRAFANA"
 
 python3 - "$ROUTER" "$GRAFANA" charts/shardhouse/dashboards/hosts.json <<'PY' ||

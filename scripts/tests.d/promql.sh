@@ -163,12 +163,12 @@ echo "ok: otlp"
 # --- Grafana's Prometheus data source, unchanged: a real Grafana (built by
 # scripts/deps.d/grafana.sh; skipped, saying so, when it could not be built)
 # with one data source on the router and one on the reference Prometheus.
-GRAFANA_DIR=${SHARDHOUSE_CACHE:-$HOME/.cache/shardhouse}/grafana
-if [ ! -x "$GRAFANA_DIR/bin/grafana" ]; then
-  echo "SKIP grafana prometheus data source: no Grafana server ($(cat "$GRAFANA_DIR/.skipped" 2>/dev/null || echo "run scripts/deps.d/grafana.sh"))"
+# shellcheck source=scripts/lib/grafana.sh
+source scripts/lib/grafana.sh
+if ! why=$(sh_grafana_built); then
+  echo "SKIP grafana prometheus data source: no Grafana server ($why)"
   exit 0
 fi
-GRAFANA_PORT=$(sh_free_port)
 G=$TMP/grafana
 mkdir -p "$G/provisioning/datasources" "$G/provisioning/dashboards"
 cat >"$G/provisioning/datasources/prom.yaml" <<YAML
@@ -177,33 +177,8 @@ datasources:
   - {name: Shardhouse PromQL, uid: sh-promql, type: prometheus, access: proxy, url: "$ROUTER", jsonData: {httpMethod: POST, timeInterval: 5s}}
   - {name: Prometheus reference, uid: ref-prom, type: prometheus, access: proxy, url: "$PROM", jsonData: {httpMethod: POST, timeInterval: 5s}}
 YAML
-cat >"$G/custom.ini" <<INI
-[paths]
-data = $G/data
-logs = $G/logs
-plugins = $G/plugins
-provisioning = $G/provisioning
-[server]
-http_addr = 127.0.0.1
-http_port = $GRAFANA_PORT
-[security]
-admin_user = admin
-admin_password = admin
-[analytics]
-reporting_enabled = false
-check_for_updates = false
-check_for_plugin_updates = false
-[log]
-mode = file
-INI
-"$GRAFANA_DIR/bin/grafana" server --homepath "$GRAFANA_DIR/home" --config "$G/custom.ini" >"$G/out.log" 2>&1 &
-GRAFANA_PID=$!
+GRAFANA_PID=""
+sh_start_grafana "$G" "$G/provisioning" || { PROM_PID="$PROM_PID $GRAFANA_PID"; fail "grafana did not start"; }
 PROM_PID="$PROM_PID $GRAFANA_PID"
-deadline=$((SECONDS + 120))
-until curl -fsS -m 2 "http://127.0.0.1:$GRAFANA_PORT/api/health" >/dev/null 2>&1; do
-  kill -0 "$GRAFANA_PID" 2>/dev/null || { tail -n 30 "$G/out.log" >&2; fail "grafana exited"; }
-  ((SECONDS < deadline)) || fail "grafana not healthy after 120 s"
-  sleep 0.5
-done
-python3 scripts/promql/grafana_prom.py "http://127.0.0.1:$GRAFANA_PORT" "$BEGIN" "$END" ||
+python3 scripts/promql/grafana_prom.py "$GRAFANA" "$BEGIN" "$END" ||
   fail "grafana prometheus data source: see above"
