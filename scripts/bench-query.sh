@@ -1,27 +1,37 @@
 #!/usr/bin/env bash
 # `make bench-query` (issue 14): the read path side by side, in one run.
-#   1. a local Shardhouse cluster (etcd, NODES nodes, SHARDS shards, RF) and
-#      QuestDB 9.2.2 (Maven Central, loopback only), both started here;
-#   2. the same dashboard dataset loaded into both as line protocol
-#      (router `/write?db=bench`, QuestDB ILP over HTTP `/write`): measurement
-#      `cpu`, tags host (HOSTS) and region (REGIONS), fields usage_user and
-#      usage_system, one point per host every INTERVAL s over HOURS hours;
-#   3. the queries Grafana panels send, as InfluxQL to the router's `/query`
-#      and as the equivalent SQL (SAMPLE BY, LATEST ON) to QuestDB's `/exec`,
-#      each RUNS times after WARMUP, with the answers of both compared first
-#      (a mismatch is printed loudly and the script exits 1);
+#   1. a local Shardhouse cluster (etcd, NODES nodes, SHARDS shards, RF),
+#      QuestDB 9.2.2 (Maven Central, loopback only) and InfluxDB 1.8.10
+#      (influxd as scripts/influx-suite/run.sh builds it, its default config
+#      but loopback, data in WORK, reporting off; scripts/lib/influxd.sh),
+#      all started here;
+#   2. the same dashboard dataset loaded into each as line protocol, the same
+#      batches (router and influxd `/write?db=bench`, QuestDB ILP over HTTP
+#      `/write`): measurement `cpu`, tags host (HOSTS) and region (REGIONS),
+#      fields usage_user and usage_system, one point per host every INTERVAL
+#      s over HOURS hours;
+#   3. the queries Grafana panels send, as InfluxQL to the router's and to
+#      influxd's `/query` (the same text) and as the equivalent SQL (SAMPLE
+#      BY, LATEST ON) to QuestDB's `/exec`, each RUNS times after WARMUP,
+#      with the answers compared first (Shardhouse against QuestDB row by
+#      row, against InfluxDB series, columns and values; a mismatch is
+#      printed loudly and the script exits 1);
 #   4. PROFILE=1 (default): for every query whose Shardhouse p95 is above
-#      QuestDB's, the router and node under `perf record` while the query
+#      a peer's, the router and node under `perf record` while the query
 #      runs in a loop, and the CPU each process spends per query.
-# Prints the table and, as its LAST lines, `query_<name>_p95_ms=<N>` and
-# `questdb_<name>_p95_ms=<N>` for every query. Everything shares this
-# machine's cores: compare ratios within one run, not absolute figures.
+# Prints the table and, as its LAST lines, `query_<name>_p95_ms=<N>`,
+# `questdb_<name>_p95_ms=<N>` and `influxdb_<name>_p95_ms=<N>` for every
+# query. Everything shares this machine's cores: compare ratios within one
+# run, not absolute figures.
 #
-# Knobs: HOSTS (1000), REGIONS (4), HOURS (24), INTERVAL (10 s), RUNS (50),
-# WARMUP (5), CLIENTS (comma list of concurrent clients, 1,8), QUERIES (comma
-# list of names, all), NODES (1), RF (1), SHARDS (2), PROFILE (1),
-# PROFILE_SECS (10), OUT (the JSON figures; default $WORK/bench-query.json),
-# WORK (data, logs, profiles; default a new temp dir), KEEP_DATA=1.
+# Knobs: HOSTS (1000), REGIONS (4), HOURS (24), DAYS (sets HOURS to 24 x
+# DAYS; DAYS=7 is the 7-day dataset, 60.5M points), INTERVAL (10 s), RUNS
+# (50), WARMUP (5), CLIENTS (comma list of concurrent clients, 1,8), QUERIES
+# (comma list of names, all), NODES (1), RF (1), SHARDS (2), INFLUXDB (1; 0
+# leaves InfluxDB out; without an influxd binary and no way to build it the
+# run says so and goes on without), PROFILE (1), PROFILE_SECS (10), OUT (the
+# JSON figures; default $WORK/bench-query.json), WORK (data, logs, profiles;
+# default a new temp dir), KEEP_DATA=1.
 # BIG=1 is the larger-cardinality variant: 10,000 hosts over 3 hours.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,10 +39,15 @@ cd "$(dirname "$0")/.."
 source scripts/lib/cluster.sh
 # shellcheck source=scripts/lib/questdb.sh
 source scripts/lib/questdb.sh
+# shellcheck source=scripts/lib/influxd.sh
+source scripts/lib/influxd.sh
 
 if [ "${BIG:-0}" = 1 ]; then
   HOSTS=${HOSTS:-10000}
   HOURS=${HOURS:-3}
+fi
+if [ -n "${DAYS:-}" ]; then
+  HOURS=$((DAYS * 24))
 fi
 HOSTS=${HOSTS:-1000}
 REGIONS=${REGIONS:-4}
@@ -47,6 +62,7 @@ RF=${RF:-1}
 SHARDS=${SHARDS:-2}
 PROFILE=${PROFILE:-1}
 PROFILE_SECS=${PROFILE_SECS:-10}
+INFLUXDB=${INFLUXDB:-1}
 WORK=${WORK:-$(mktemp -d "${TMPDIR:-/tmp}/shardhouse-bench-query.XXXXXX")}
 mkdir -p "$WORK"
 WORK=$(cd "$WORK" && pwd)
@@ -63,31 +79,50 @@ done
 SH_BIN=$WORK/bin
 log() { echo "[bench-query] $*" >&2; }
 
+# shellcheck disable=SC2317 # called by the EXIT trap
 cleanup() {
   sh_stop_all 2>/dev/null || true
   qdb_stop
+  influxd_stop
   if [ "${KEEP_DATA:-0}" != 1 ]; then
-    rm -rf "$WORK/cluster"/node-* "$WORK/cluster/etcd" "$WORK/questdb/db" "$WORK/bin" 2>/dev/null || true
+    rm -rf "$WORK/cluster"/node-* "$WORK/cluster/etcd" "$WORK/questdb/db" "${WORK:?}/bin" \
+      "$WORK/influxdb"/{meta,data,wal} 2>/dev/null || true
   fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 start=$SECONDS
+if [ "$INFLUXDB" = 1 ] && ! influxd_install; then
+  log "!!! InfluxDB $INFLUXD_VERSION cannot be had here (no $INFLUXD, and building it failed): going on without it"
+  INFLUXDB=0
+fi
 cluster_desc="Shardhouse $NODES node(s), $SHARDS shard(s), RF=$RF; QuestDB $QDB_VERSION"
+[ "$INFLUXDB" = 1 ] && cluster_desc+="; InfluxDB $INFLUXD_VERSION (default config, inmem index)"
 log "work dir $WORK; $cluster_desc"
 
 qdb_install
 sh_cluster_init "$WORK/cluster" "$NODES"
 sh_start_etcd
 sh_start_nodes "$SHARDS" "$RF"
+# shellcheck disable=SC2119 # no arguments: the defaults
 sh_start_router
+# shellcheck disable=SC2119
 sh_wait_writable || { log "cluster never became writable"; exit 1; }
 qport=$(sh_free_port)
 qdb_start "$WORK/questdb" "$qport"
 QDB="127.0.0.1:$qport"
-
 common=(--sh "$SH_ROUTER_HTTP" --qdb "$QDB" --dataset "$WORK/dataset.json")
+if [ "$INFLUXDB" = 1 ]; then
+  iport=$(sh_free_port)
+  if influxd_start "$WORK/influxdb" "$iport"; then
+    common+=(--influx "127.0.0.1:$iport")
+  else
+    log "!!! influxd did not start (log: $WORK/influxdb/influxd.log): going on without InfluxDB"
+    INFLUXDB=0
+    cluster_desc=${cluster_desc%%; InfluxDB*}
+  fi
+fi
 python3 "$PY" load "${common[@]}" --hosts "$HOSTS" --regions "$REGIONS" --hours "$HOURS" \
   --interval "$INTERVAL" 2>&1 | tee "$WORK/load.log" >&2
 
@@ -96,7 +131,7 @@ python3 "$PY" bench "${common[@]}" --runs "$RUNS" --warmup "$WARMUP" --clients "
   --only "$QUERIES" --cluster "$cluster_desc" --out "$OUT" >"$WORK/bench.md" 2>"$WORK/bench.log" || rc=$?
 cat "$WORK/bench.log" >&2
 
-# Where the time goes, for every query where Shardhouse's p95 is above QuestDB's.
+# Where the time goes, for every query where Shardhouse's p95 is above a peer's.
 profile() {
   local name=$1 pids perf_pids k pidk
   pids="router=$(sh_pid_of router)"
@@ -139,7 +174,7 @@ profile() {
 if [ "$PROFILE" = 1 ] && [ -f "$OUT" ]; then
   for name in $(python3 -c 'import json,sys
 for r in json.load(open(sys.argv[1]))["results"]:
-    if r["clients"] == 1 and r["p95_ratio"] > 1: print(r["name"])' "$OUT"); do
+    if r["clients"] == 1 and max(r["p95_ratio"], r.get("p95_ratio_influxdb", 0)) > 1: print(r["name"])' "$OUT"); do
     profile "$name"
   done
 fi
@@ -149,6 +184,7 @@ fi
 if [ "$PROFILE" = 1 ] && [ -f "$OUT" ]; then
   sh_stop_all
   qdb_stop
+  influxd_stop
   cp -r "$WORK/cluster/node-1/engine" "$WORK/engine-copy"
   {
     echo "#### What each statement a shard runs costs in chDB (node 1's data, scripts/bench_query/shard_sql_cost.py)"
@@ -160,8 +196,8 @@ if [ "$PROFILE" = 1 ] && [ -f "$OUT" ]; then
 fi
 
 log "done in $((SECONDS - start)) s; figures in $OUT; logs, profiles in $WORK"
-# The table, the profiles, then the last lines (query_/questdb_ p95 pairs).
-grep -v -E '^(query|questdb)_.*_p95_ms=' "$WORK/bench.md"
+# The table, the profiles, then the last lines (query_/questdb_/influxdb_ p95s).
+grep -v -E '^(query|questdb|influxdb)_.*_p95_ms=' "$WORK/bench.md"
 cat "$WORK"/profile.*.md 2>/dev/null || true
-grep -E '^(query|questdb)_.*_p95_ms=' "$WORK/bench.md" || true
+grep -E '^(query|questdb|influxdb)_.*_p95_ms=' "$WORK/bench.md" || true
 exit "$rc"

@@ -7,12 +7,16 @@ Python standard library only. Sub-commands:
          `region`, float fields `usage_user` and `usage_system`, one point
          per host every INTERVAL seconds over HOURS hours ending at a
          10-minute boundary) and send the same line protocol to Shardhouse
-         (`/write?db=bench`) and to QuestDB (ILP over HTTP `/write`); waits
-         until both answer the full point count; writes dataset.json.
-  bench  run every query on both systems after a warm-up, N times each
-         (1 client: Shardhouse and QuestDB interleaved; C clients: one system
-         at a time), check that both give the same answers, print the table
-         and the `query_<name>_p95_ms=` / `questdb_<name>_p95_ms=` lines.
+         (`/write?db=bench`), to QuestDB (ILP over HTTP `/write`) and, with
+         --influx, to InfluxDB 1.8 (`/write?db=bench`, the same batches);
+         waits until each answers the full point count; writes dataset.json.
+  bench  run every query on every system after a warm-up, N times each
+         (1 client: the systems interleaved; C clients: one system at a
+         time), check that all give the same answers (InfluxDB gets the very
+         InfluxQL text Shardhouse gets and must answer the same series,
+         columns and values), print the table and the
+         `query_<name>_p95_ms=` / `questdb_<name>_p95_ms=` /
+         `influxdb_<name>_p95_ms=` lines.
   loop   run one query against one system for S seconds (what the profile
          watches), with the CPU the given processes used per query.
 
@@ -176,17 +180,39 @@ def qdb_exec(c, sql):
     return body
 
 
-def sh_query(c, q, epoch="ms"):
+def sh_query(c, q, epoch="ms", who="Shardhouse"):
+    """An InfluxQL query on `/query` (Shardhouse's router or InfluxDB)."""
     status, data = c.request("GET", "/query?" + urllib.parse.urlencode({"db": DB, "epoch": epoch, "q": q}))
     if status != 200:
-        raise RuntimeError(f"Shardhouse: HTTP {status}: {data[:500]!r}")
+        raise RuntimeError(f"{who}: HTTP {status}: {data[:500]!r}")
     body = json.loads(data)
     for r in body.get("results", []):
         if "error" in r:
-            raise RuntimeError(f"Shardhouse: {r['error']}")
+            raise RuntimeError(f"{who}: {r['error']}")
     if "error" in body:
-        raise RuntimeError(f"Shardhouse: {body['error']}")
+        raise RuntimeError(f"{who}: {body['error']}")
     return body
+
+
+def ix_query(c, q, epoch="ms"):
+    return sh_query(c, q, epoch, who="InfluxDB")
+
+
+def ix_create_db(hostport):
+    c = Client(hostport)
+    status, data = c.request("POST", "/query?" + urllib.parse.urlencode({"q": f"CREATE DATABASE {DB}"}))
+    if status != 200 or b'"error"' in data:
+        sys.exit(f"!!! influxdb: CREATE DATABASE {DB}: HTTP {status}: {data[:300]!r}")
+
+
+def influxql_count(hostport, ds, who):
+    c = Client(hostport, timeout=600)
+    body = sh_query(c, f"SELECT count(usage_user) FROM {MEASUREMENT} "
+                       f"WHERE time >= {ds['start_ns']} AND time < {ds['end_ns']}", who=who)
+    try:
+        return body["results"][0]["series"][0]["values"][0][1]
+    except (KeyError, IndexError):
+        sys.exit(f"!!! {who} answered the count of every point with no rows: {json.dumps(body)[:500]}")
 
 
 def cmd_load(a):
@@ -210,19 +236,24 @@ def cmd_load(a):
         secs = send_all("questdb", a.qdb, "/write", ds, a.threads, steps_per_batch)
         ds["questdb_load_secs"] = round(secs, 2)
         log(f"questdb: {ds['points']:,} points in {secs:.1f} s ({ds['points'] / secs:,.0f} points/s)")
-    # Both must hold every point before a query is timed.
+    if a.influx:
+        ix_create_db(a.influx)
+        secs = send_all("influxdb", a.influx, f"/write?db={DB}&precision=ns", ds, a.threads, steps_per_batch)
+        ds["influxdb_load_secs"] = round(secs, 2)
+        log(f"influxdb: {ds['points']:,} points in {secs:.1f} s ({ds['points'] / secs:,.0f} points/s)")
+    # Every system must hold every point before a query is timed.
     t0 = time.perf_counter()
     if not a.skip_shardhouse:
-        c = Client(a.sh, timeout=600)
-        body = sh_query(c, f"SELECT count(usage_user) FROM {MEASUREMENT} "
-                           f"WHERE time >= {ds['start_ns']} AND time < {ds['end_ns']}")
-        try:
-            n = body["results"][0]["series"][0]["values"][0][1]
-        except (KeyError, IndexError):
-            sys.exit(f"!!! shardhouse answered the count of every point with no rows: {json.dumps(body)[:500]}")
+        n = influxql_count(a.sh, ds, "shardhouse")
         if n != ds["points"]:
             sys.exit(f"!!! shardhouse holds {n:,} points, expected {ds['points']:,}")
         log(f"shardhouse: count = {n:,} (checked)")
+    if a.influx:
+        # influxd answers 204 once the batch is in its WAL and cache: readable at once.
+        n = influxql_count(a.influx, ds, "influxdb")
+        if n != ds["points"]:
+            sys.exit(f"!!! influxdb holds {n:,} points, expected {ds['points']:,}")
+        log(f"influxdb: count = {n:,} (checked)")
     if not a.skip_questdb:
         c = Client(a.qdb)
         deadline = time.time() + 600
@@ -380,6 +411,47 @@ def compare(q, sh_body, qdb_body):
     return True, f"{len(a)} rows equal (tolerance {tol:g}), e.g. {sample}"
 
 
+def influxql_series(body):
+    """{(statement_id, name, tags): (columns, rows)} of an InfluxQL answer,
+    in the answer's order of series."""
+    out = {}
+    for r in body.get("results", []):
+        for s in r.get("series", []):
+            key = (r.get("statement_id", 0), s.get("name", ""), tuple(sorted((s.get("tags") or {}).items())))
+            if key in out:
+                raise RuntimeError(f"series {key} answered twice")
+            out[key] = (s.get("columns", []), [tuple(v) for v in s.get("values", [])])
+    return out
+
+
+def compare_influxql(q, sh_body, ix_body):
+    """(ok, message): Shardhouse's and InfluxDB's answers to the same InfluxQL
+    text: the same series (name and tags; their order is not compared), the
+    same columns, and the same rows in the same order, values within the
+    query's tolerance (1e-9 relative; both compute the same aggregate)."""
+    tol = q.get("influx_tolerance", 1e-9)
+    a, b = influxql_series(sh_body), influxql_series(ix_body)
+    if set(a) != set(b):
+        only_a, only_b = sorted(set(a) - set(b)), sorted(set(b) - set(a))
+        return False, (f"series differ: {len(a)} vs {len(b)}; only shardhouse {only_a[:3]}, "
+                       f"only influxdb {only_b[:3]}")
+    rows = 0
+    for key in sorted(a):
+        (ca, ra), (cb, rb) = a[key], b[key]
+        if ca != cb:
+            return False, f"series {key}: columns shardhouse {ca} vs influxdb {cb}"
+        if len(ra) != len(rb):
+            return False, (f"series {key}: {len(ra)} rows vs {len(rb)}; first rows shardhouse {ra[:3]} "
+                           f"influxdb {rb[:3]}")
+        for i, (x, y) in enumerate(zip(ra, rb)):
+            if len(x) != len(y) or not all(same(u, v, tol) for u, v in zip(x, y)):
+                return False, f"series {key} row {i}: shardhouse {x} vs influxdb {y}"
+        rows += len(ra)
+    # Clients key series by name and tags; the order is reported, not failed.
+    order = "" if list(a) == list(b) else "; the series come in another order"
+    return True, f"{len(a)} series, {rows} rows equal (tolerance {tol:g}){order}"
+
+
 # --------------------------------------------------------------------------
 # Timing
 
@@ -395,20 +467,28 @@ def timed(fn):
     return (time.perf_counter() - t0) * 1000
 
 
+def systems(a, q):
+    """(name, host:port, query function) of every system of this run."""
+    out = [("shardhouse", a.sh, lambda c: sh_query(c, q["influxql"])),
+           ("questdb", a.qdb, lambda c: qdb_exec(c, q["sql"]))]
+    if a.influx:
+        out.append(("influxdb", a.influx, lambda c: ix_query(c, q["influxql"])))
+    return out
+
+
 def run_one(a, q, clients):
-    """Latencies (ms) of q on both systems with `clients` concurrent clients."""
-    sh_do = lambda c: sh_query(c, q["influxql"])
-    qdb_do = lambda c: qdb_exec(c, q["sql"])
+    """{system: latencies (ms)} of q with `clients` concurrent clients."""
+    syss = systems(a, q)
     if clients == 1:
-        shc, qc = Client(a.sh), Client(a.qdb)
+        conns = [Client(hp) for _, hp, _ in syss]
         for _ in range(a.warmup):
-            sh_do(shc)
-            qdb_do(qc)
-        sh_lat, qdb_lat = [], []
-        for _ in range(a.runs):  # interleaved: both see the same machine state
-            sh_lat.append(timed(lambda: sh_do(shc)))
-            qdb_lat.append(timed(lambda: qdb_do(qc)))
-        return sh_lat, qdb_lat
+            for c, (_, _, do) in zip(conns, syss):
+                do(c)
+        lat = {name: [] for name, _, _ in syss}
+        for _ in range(a.runs):  # interleaved: every system sees the same machine state
+            for c, (name, _, do) in zip(conns, syss):
+                lat[name].append(timed(lambda: do(c)))
+        return lat
 
     per = max(1, math.ceil(a.runs / clients))
 
@@ -426,7 +506,7 @@ def run_one(a, q, clients):
             futs = [ex.submit(worker) for _ in range(clients)]
             return [x for f in futs for x in f.result()]
 
-    return phase(a.sh, sh_do), phase(a.qdb, qdb_do)
+    return {name: phase(hp, do) for name, hp, do in syss}
 
 
 def fmt_ms(x):
@@ -438,39 +518,64 @@ def cmd_bench(a):
         ds = json.load(f)
     qs = queries(ds, a.only)
     shc, qc = Client(a.sh, timeout=600), Client(a.qdb)
+    ixc = Client(a.influx, timeout=600) if a.influx else None
     # Answers first: a benchmark of wrong answers is worthless.
     checks, mismatches = {}, 0
     load_before = os.getloadavg()
     for q in qs:
+        sh_body = None
         try:
-            ok, msg = compare(q, sh_query(shc, q["influxql"]), qdb_exec(qc, q["sql"]))
+            sh_body = sh_query(shc, q["influxql"])
+            ok, msg = compare(q, sh_body, qdb_exec(qc, q["sql"]))
         except Exception as e:  # noqa: BLE001 - reported as a mismatch
             ok, msg = False, f"query failed: {e}"
         checks[q["name"]] = {"match": ok, "detail": msg}
         if ok:
-            log(f"answers match: {q['name']}: {msg}")
+            log(f"answers match (questdb): {q['name']}: {msg}")
         else:
             mismatches += 1
             print(f"\n!!!!! MISMATCH {q['name']}: {msg}\n!!!!! shardhouse: {q['influxql']}\n"
                   f"!!!!! questdb:    {q['sql']}\n", flush=True)
             log(f"!!!!! MISMATCH {q['name']}: {msg}")
+        if ixc is None:
+            continue
+        try:
+            if sh_body is None:
+                sh_body = sh_query(shc, q["influxql"])
+            ok, msg = compare_influxql(q, sh_body, ix_query(ixc, q["influxql"]))
+        except Exception as e:  # noqa: BLE001 - reported as a mismatch
+            ok, msg = False, f"query failed: {e}"
+        checks[q["name"]]["influxdb_match"] = ok
+        checks[q["name"]]["influxdb_detail"] = msg
+        checks[q["name"]]["match"] = checks[q["name"]]["match"] and ok
+        if ok:
+            log(f"answers match (influxdb): {q['name']}: {msg}")
+        else:
+            mismatches += 1
+            print(f"\n!!!!! MISMATCH shardhouse vs influxdb {q['name']}: {msg}\n"
+                  f"!!!!! both:       {q['influxql']}\n", flush=True)
+            log(f"!!!!! MISMATCH shardhouse vs influxdb {q['name']}: {msg}")
     results = []
     for clients in [int(c) for c in a.clients.split(",")]:
         for q in qs:
             log(f"timing {q['name']} ({clients} client(s), {a.runs} runs after {a.warmup} warm-up)")
             try:
-                sh_lat, qdb_lat = run_one(a, q, clients)
+                lats = run_one(a, q, clients)
             except Exception as e:  # noqa: BLE001
                 print(f"\n!!!!! {q['name']} failed while timing: {e}\n", flush=True)
                 mismatches += 1
                 continue
             r = {"name": q["name"], "clients": clients, "what": q["what"], "points": q["points"],
                  "influxql": q["influxql"], "sql": q["sql"], "match": checks[q["name"]]["match"],
-                 "check": checks[q["name"]]["detail"], "runs": len(sh_lat)}
-            for sysname, lat in (("shardhouse", sh_lat), ("questdb", qdb_lat)):
+                 "check": checks[q["name"]]["detail"], "runs": len(lats["shardhouse"])}
+            if "influxdb_detail" in checks[q["name"]]:
+                r["check_influxdb"] = checks[q["name"]]["influxdb_detail"]
+            for sysname, lat in lats.items():
                 r[sysname] = {"p50_ms": round(pct(lat, 50), 2), "p95_ms": round(pct(lat, 95), 2),
                               "max_ms": round(max(lat), 2), "mean_ms": round(sum(lat) / len(lat), 2)}
             r["p95_ratio"] = round(r["shardhouse"]["p95_ms"] / max(r["questdb"]["p95_ms"], 1e-6), 2)
+            if "influxdb" in r:
+                r["p95_ratio_influxdb"] = round(r["shardhouse"]["p95_ms"] / max(r["influxdb"]["p95_ms"], 1e-6), 2)
             results.append(r)
     load = f"load average {load_before[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end of the timing"
     report = {"load": load, "dataset": ds, "runs": a.runs, "warmup": a.warmup, "clients": a.clients,
@@ -479,13 +584,16 @@ def cmd_bench(a):
         json.dump(report, f, indent=1)
     print_table(report)
     if mismatches:
-        print(f"\n!!!!! {mismatches} MISMATCH(ES) between Shardhouse and QuestDB: the figures above compare "
+        peers = "QuestDB and InfluxDB" if a.influx else "QuestDB"
+        print(f"\n!!!!! {mismatches} MISMATCH(ES) between Shardhouse and {peers}: the figures above compare "
               f"different answers\n", flush=True)
-    # The last lines, one pair per query (and per client count past 1).
+    # The last lines, one pair (or triple) per query (and per client count past 1).
     for r in results:
         suffix = "" if r["clients"] == 1 else f"_c{r['clients']}"
         print(f"query_{r['name']}{suffix}_p95_ms={r['shardhouse']['p95_ms']}")
         print(f"questdb_{r['name']}{suffix}_p95_ms={r['questdb']['p95_ms']}")
+        if "influxdb" in r:
+            print(f"influxdb_{r['name']}{suffix}_p95_ms={r['influxdb']['p95_ms']}")
     sys.exit(1 if mismatches else 0)
 
 
@@ -494,15 +602,31 @@ def print_table(rep):
     print(f"\n### Query benchmark: {ds['points']:,} points ({ds['hosts']:,} hosts x {ds['steps']:,} timestamps, "
           f"{ds['interval_s']} s over {ds['hours']} h), {rep['runs']} runs per query after {rep['warmup']} warm-up; "
           f"{rep['cluster']}; {rep['load']} (2 cores)\n")
-    print("| query | clients | points in range | Shardhouse p50 / p95 / max (ms) | QuestDB p50 / p95 / max (ms) "
-          "| p95 ratio SH/QDB | same answers |")
-    print("|---|---|---|---|---|---|---|")
+    loads = [f"{n} {ds['points'] / ds[k]:,.0f} points/s" for n, k in
+             (("Shardhouse", "shardhouse_load_secs"), ("QuestDB", "questdb_load_secs"),
+              ("InfluxDB", "influxdb_load_secs")) if ds.get(k)]
+    if loads:
+        print(f"Load (the same line-protocol batches, 2 senders): {', '.join(loads)}.\n")
+    ix = any("influxdb" in r for r in rep["results"])
+    fmt = lambda x: f"{fmt_ms(x['p50_ms'])} / {fmt_ms(x['p95_ms'])} / {fmt_ms(x['max_ms'])}"
+    verdict = lambda ratio, peer: f"{ratio:.2f}x ({'<= ' + peer if ratio <= 1 else 'slower'})"
+    if ix:
+        print("| query | clients | points in range | Shardhouse p50 / p95 / max (ms) | InfluxDB p50 / p95 / max (ms) "
+              "| QuestDB p50 / p95 / max (ms) | p95 ratio SH/InfluxDB | p95 ratio SH/QDB | same answers |")
+        print("|---|---|---|---|---|---|---|---|---|")
+    else:
+        print("| query | clients | points in range | Shardhouse p50 / p95 / max (ms) | QuestDB p50 / p95 / max (ms) "
+              "| p95 ratio SH/QDB | same answers |")
+        print("|---|---|---|---|---|---|---|")
     for r in rep["results"]:
-        s, q = r["shardhouse"], r["questdb"]
-        verdict = "<= QuestDB" if r["p95_ratio"] <= 1 else "slower"
-        print(f"| {r['name']} | {r['clients']} | {r['points']:,} | {fmt_ms(s['p50_ms'])} / {fmt_ms(s['p95_ms'])} / "
-              f"{fmt_ms(s['max_ms'])} | {fmt_ms(q['p50_ms'])} / {fmt_ms(q['p95_ms'])} / {fmt_ms(q['max_ms'])} | "
-              f"{r['p95_ratio']:.2f}x ({verdict}) | {'yes' if r['match'] else '**NO**'} |")
+        cells = [r["name"], str(r["clients"]), f"{r['points']:,}", fmt(r["shardhouse"])]
+        if ix:
+            cells.append(fmt(r["influxdb"]) if "influxdb" in r else "-")
+        cells.append(fmt(r["questdb"]))
+        if ix:
+            cells.append(verdict(r["p95_ratio_influxdb"], "InfluxDB") if "influxdb" in r else "-")
+        cells += [verdict(r["p95_ratio"], "QuestDB"), "yes" if r["match"] else "**NO**"]
+        print("| " + " | ".join(cells) + " |")
     print()
     for r in rep["results"]:
         if r["clients"] == 1:
@@ -528,8 +652,11 @@ def cmd_loop(a):
     for item in a.pids.split(",") if a.pids else []:
         name, pid = item.split("=")
         pids[name] = int(pid)
-    c = Client(a.qdb if a.target == "questdb" else a.sh, timeout=600)
-    do = (lambda: qdb_exec(c, q["sql"])) if a.target == "questdb" else (lambda: sh_query(c, q["influxql"]))
+    if a.target == "influxdb" and not a.influx:
+        sys.exit("--target influxdb needs --influx")
+    c = Client({"questdb": a.qdb, "influxdb": a.influx}.get(a.target, a.sh), timeout=600)
+    do = {"questdb": lambda: qdb_exec(c, q["sql"]),
+          "influxdb": lambda: ix_query(c, q["influxql"])}.get(a.target, lambda: sh_query(c, q["influxql"]))
     do()
     before = {n: proc_cpu_secs(p) for n, p in pids.items()}
     lat = []
@@ -551,6 +678,7 @@ def main():
         s.add_argument("--sh", required=True, help="router host:port")
         s.add_argument("--qdb", required=True, help="QuestDB HTTP host:port")
         s.add_argument("--dataset", required=True, help="dataset.json (written by load)")
+        s.add_argument("--influx", default="", help="InfluxDB 1.8 HTTP host:port (none: not compared)")
     lp = sub.choices["load"]
     lp.add_argument("--hosts", type=int, default=1000)
     lp.add_argument("--regions", type=int, default=4)
@@ -569,7 +697,7 @@ def main():
     bp.add_argument("--out", required=True)
     op = sub.choices["loop"]
     op.add_argument("--only", required=True)
-    op.add_argument("--target", choices=("shardhouse", "questdb"), default="shardhouse")
+    op.add_argument("--target", choices=("shardhouse", "questdb", "influxdb"), default="shardhouse")
     op.add_argument("--secs", type=float, default=10)
     op.add_argument("--pids", default="", help="name=pid,... whose CPU per query is reported")
     a = p.parse_args()
