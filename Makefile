@@ -13,12 +13,12 @@ export PATH := $(HOME)/go/bin:/usr/local/go/bin:$(PATH)
 
 CARGO ?= cargo
 
-.PHONY: help deps build run test lint fmt bench-engine bench-layouts bench-wal bench-frontdoor bench-e2e bench-small-writes bench-scaleout bench-planner bench-operator-scale bench-protocols bench-query bench-backup chaos soak images test-k8s
+.PHONY: help deps build run test lint fmt bench-engine bench-layouts bench-wal bench-frontdoor bench-e2e bench-small-writes bench-scaleout bench-planner bench-operator-scale bench-protocols bench-query bench-promql bench-backup chaos soak images test-k8s
 
 help:
 	@echo "make run    - start a local cluster (etcd, nodes, router) in the foreground"
 	@echo "make test   - install dependencies and run every test"
-	@echo "make bench-engine | bench-layouts | bench-wal | bench-frontdoor | bench-e2e | bench-small-writes | bench-scaleout | bench-planner | bench-protocols | bench-query | chaos"
+	@echo "make bench-engine | bench-layouts | bench-wal | bench-frontdoor | bench-e2e | bench-small-writes | bench-scaleout | bench-planner | bench-protocols | bench-query | bench-promql | chaos"
 	@echo "make soak     - 30 min at 70% of the RF=3 rate, a fault every 2 min, RSS slopes (SOAK_MINUTES)"
 	@echo "make images   - operator, router, node and etcd images (buildah, OCI archives)"
 	@echo "make test-k8s - a real one-machine Kubernetes in a netns: install, ingest, scale, upgrade"
@@ -87,6 +87,12 @@ bench-protocols: build
 # (docs/benchmarks.md); ~15 minutes. OUT=<file> keeps the JSON figures.
 bench-query: build
 	@scripts/bench-query.sh
+
+# Issue 29: PromQL against Prometheus 2.42 and VictoriaMetrics v1.151.0 on
+# one remote_write stream (answers compared first), p50/p95 at 1 and 8
+# clients, a perf profile where Shardhouse is slower (docs/benchmarks.md).
+bench-promql: build
+	@scripts/bench-promql.sh
 
 # Issue 30: backup and restore of POINTS (100M) points on one node, MB/s and
 # points/s next to the disk's own sequential write and read rate (dd,
