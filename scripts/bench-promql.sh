@@ -30,10 +30,11 @@
 #   4. every query RUNS times after WARMUP, at each CLIENTS count (1 client:
 #      the three systems interleaved run by run; more: one system at a
 #      time); p50/p95 per query, system and client count;
-#   5. PROFILE=1 (default): for the (at most PROFILE_MAX) queries whose
-#      Shardhouse p95 is above Prometheus's at 1 client, the router and
-#      node(s) under `perf record -g` while the query runs in a loop, and
-#      the CPU each process spends per query.
+#   5. PROFILE=1 (default): among the queries whose Shardhouse p95 is above
+#      Prometheus's at 1 client, the slowest, then the worst ratios (at most
+#      PROFILE_MAX queries in all): the router and node(s) under
+#      `perf record -g` while the query runs in a loop, and the CPU each
+#      process spends per query.
 # Prints the tables and, as its LAST lines, `promql_<name>_c<N>_p50_ms=`,
 # `promql_<name>_c<N>_p95_ms=` and the same for `prometheus_` and
 # `victoriametrics_`. Everything shares this machine's cores: compare ratios
@@ -253,7 +254,9 @@ profile() {
 if [ "$PROFILE" = 1 ] && [ -f "$OUT" ]; then
   for name in $(python3 -c 'import json,sys
 rs = [r for r in json.load(open(sys.argv[1]))["results"] if r["clients"] == 1 and r["p95_ratio"] > 1]
-for r in sorted(rs, key=lambda r: -r["p95_ratio"])[:int(sys.argv[2])]: print(r["name"])' "$OUT" "$PROFILE_MAX"); do
+slowest = sorted(rs, key=lambda r: -r["shardhouse"]["p95_ms"])[:1]
+names = [r["name"] for r in slowest + sorted(rs, key=lambda r: -r["p95_ratio"])]
+print(" ".join(list(dict.fromkeys(names))[:int(sys.argv[2])]))' "$OUT" "$PROFILE_MAX"); do
     profile "$name"
   done
 fi
