@@ -17,9 +17,33 @@
 use std::fmt;
 
 /// The table every Prometheus sample of a database is stored in (the
-/// metric name is its series' measurement). Names starting with `_` are
-/// the engine's; users cannot write measurements of that name.
+/// metric name is its series' measurement). It is one of the engine's own
+/// tables ([`is_engine_table`]); users cannot write a measurement of that
+/// name.
 pub const SAMPLES_TABLE: &str = "_samples";
+
+/// The engine's own tables, in a data database (`_series`, `_samples`,
+/// `_database`) or a shard's own database (`_flushed`, `_rewrites`).
+/// Measurements share the table namespace with them, so these names are
+/// refused as measurements.
+pub const ENGINE_TABLES: &[&str] = &[
+    "_series",
+    SAMPLES_TABLE,
+    "_database",
+    "_flushed",
+    "_rewrites",
+];
+
+/// Prefix kept for engine tables added later: no measurement may start
+/// with it, so a new engine table can never meet user data of its name.
+pub const ENGINE_TABLE_PREFIX: &str = "_sh_";
+
+/// Whether `name` is (or may later be) one of the engine's own tables.
+/// Any other name starting with `_` (`_cpu`, `_`) is a measurement, as in
+/// InfluxDB.
+pub fn is_engine_table(name: &str) -> bool {
+    ENGINE_TABLES.contains(&name) || name.starts_with(ENGINE_TABLE_PREFIX)
+}
 
 /// Longest measurement, counted as [`escaped_file_name_len`].
 pub const MAX_MEASUREMENT_ESCAPED_BYTES: usize = 160;
@@ -122,7 +146,8 @@ pub enum NameRule {
     InvalidUtf8,
     /// A forbidden character (described, e.g. "NUL", "`/`").
     Forbidden(&'static str),
-    /// Starts with `_` (reserved for the engine's own tables).
+    /// One of the engine's own table names, or starts with
+    /// [`ENGINE_TABLE_PREFIX`].
     ReservedPrefix,
     /// A tag key InfluxDB reserves (`time`).
     ReservedTagKey,
@@ -155,7 +180,8 @@ impl fmt::Display for NameError {
             ),
             NameRule::ReservedPrefix => write!(
                 f,
-                "{kind} {name:?} starts with `_`, which is reserved for the engine's own tables"
+                "{kind} {name:?} is reserved for the engine's own tables ({}, or a name starting with `{ENGINE_TABLE_PREFIX}`); rename it",
+                ENGINE_TABLES.join(", ")
             ),
             NameRule::EscapedTooLong(len, limit) => write!(
                 f,
@@ -187,7 +213,7 @@ fn error(kind: NameKind, name: &[u8], rule: NameRule) -> NameError {
 }
 
 /// A measurement (a table name on the nodes): non-empty, valid UTF-8, no
-/// NUL or `/`, not starting with `_`, and at most
+/// NUL or `/`, not an engine table's name ([`is_engine_table`]), and at most
 /// [`MAX_MEASUREMENT_ESCAPED_BYTES`] once escaped for a file name.
 pub fn validate_measurement(name: impl AsRef<[u8]>) -> Result<(), NameError> {
     let name = name.as_ref();
@@ -204,7 +230,8 @@ pub fn validate_measurement(name: impl AsRef<[u8]>) -> Result<(), NameError> {
     if name.contains(&b'/') {
         return bad(NameRule::Forbidden("`/`"));
     }
-    if name[0] == b'_' {
+    // UTF-8 was checked above.
+    if is_engine_table(std::str::from_utf8(name).unwrap_or_default()) {
         return bad(NameRule::ReservedPrefix);
     }
     let len = escaped_file_name_len(name);
@@ -403,6 +430,11 @@ mod tests {
         let rule = |name: &str| validate_measurement(name).unwrap_err().rule;
         assert_eq!(rule(""), NameRule::Empty);
         assert_eq!(rule("_series"), NameRule::ReservedPrefix);
+        assert_eq!(rule("_samples"), NameRule::ReservedPrefix);
+        assert_eq!(rule("_sh_rollup"), NameRule::ReservedPrefix);
+        for user in ["_", "_cpu", "__name__", "_Series"] {
+            assert_eq!(validate_measurement(user), Ok(()), "{user}");
+        }
         assert_eq!(rule("a/b"), NameRule::Forbidden("`/`"));
         assert_eq!(rule("a\0b"), NameRule::Forbidden("NUL"));
         assert_eq!(rule(&"a".repeat(161)), NameRule::EscapedTooLong(161, 160));

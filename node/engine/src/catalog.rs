@@ -91,8 +91,8 @@ impl ShardCatalog {
             .or_insert(t);
     }
 
-    /// The decided fields of `database`'s user tables (those not starting
-    /// with `_`), or of one `table`: (table, field, type), sorted.
+    /// The decided fields of `database`'s measurements (not the engine's
+    /// own tables), or of one `table`: (table, field, type), sorted.
     pub fn fields_of(
         &self,
         database: &str,
@@ -105,7 +105,7 @@ impl ShardCatalog {
                 id.database == database
                     && match table {
                         Some(t) => id.table == t,
-                        None => !id.table.starts_with('_'),
+                        None => !crate::layout::is_engine_table(&id.table),
                     }
             })
             .flat_map(|(id, fields)| {
@@ -141,11 +141,13 @@ mod tests {
         c.insert(&TableId::new("db", "cpu"), "usage", Float64);
         c.insert(&TableId::new("db", "cpu"), "idle", Float64);
         c.insert(&TableId::new("db", "_samples"), "value", Float64);
+        c.insert(&TableId::new("db", "_cpu"), "value", Int64);
         c.insert(&TableId::new("other", "cpu"), "up", Bool);
         let all = c.fields_of("db", None);
         assert_eq!(
             all,
             vec![
+                ("_cpu".into(), "value".into(), Int64),
                 ("cpu".into(), "idle".into(), Float64),
                 ("cpu".into(), "usage".into(), Float64),
                 ("mem".into(), "used".into(), Int64),

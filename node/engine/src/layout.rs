@@ -120,8 +120,8 @@ pub fn literal(s: &str) -> String {
     shardhouse_common::names::sql_literal(s)
 }
 
-/// Measurement names become table names; names starting with `_` are the
-/// engine's own tables. The rules (and why: ClickHouse's escaped file name
+/// Measurement names become table names; the engine's own tables have
+/// reserved names (`shardhouse_common::names::is_engine_table`). The rules (and why: ClickHouse's escaped file name
 /// limits) are `shardhouse_common::names`, shared with the router, which
 /// refuses such names before a write is proposed.
 pub fn validate_measurement(measurement: &str) -> Result<()> {
@@ -140,9 +140,10 @@ pub fn validate_table(table: &str) -> Result<()> {
     validate_measurement(table)
 }
 
-/// Whether `name` is one of the engine's own tables (`_series`, ...).
+/// Whether `name` is one of the engine's own tables (`_series`, ...), not
+/// a measurement (`_cpu` is a measurement).
 pub fn is_engine_table(name: &str) -> bool {
-    name.starts_with('_')
+    shardhouse_common::names::is_engine_table(name)
 }
 
 /// Storage names (a database, or `db/rp` for a retention policy): the

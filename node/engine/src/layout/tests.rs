@@ -129,7 +129,13 @@ fn clickhouse_types_round_trip() {
 fn measurement_names() {
     assert!(validate_measurement("cpu").is_ok());
     assert!(validate_measurement("_series").is_err());
+    assert!(validate_measurement("_database").is_err());
     assert!(validate_measurement("").is_err());
+    // InfluxDB allows a leading `_`; only the engine's own names are kept.
+    assert!(validate_measurement("_cpu").is_ok());
+    assert!(validate_measurement("_").is_ok());
+    assert!(!is_engine_table("_cpu"));
+    assert!(is_engine_table("_series"));
 }
 
 #[test]
