@@ -414,6 +414,32 @@ async fn storage_semantics_on_every_replica() -> Result<()> {
         rows.len() == 1 && rows[0]["job"] == "job1" && rows[0]["value"].as_f64() == Some(7.0),
         "{rows:?}"
     );
+    // InfluxQL reads a metric as InfluxDB 1.x's remote_write stores it:
+    // the metric name is also the tag `__name__`.
+    let answer = s.influx("prom", "SELECT * FROM metric_7").await?;
+    let series = &answer["results"][0]["series"][0];
+    ensure!(
+        series["columns"] == serde_json::json!(["time", "__name__", "job", "value"])
+            && series["values"][0][1] == "metric_7"
+            && series["values"][0][2] == "job1"
+            && series["values"][0][3].as_f64() == Some(7.0),
+        "{answer}"
+    );
+    // A measurement may start with `_` (InfluxDB's `_cpu`); only the
+    // engine's own table names are refused.
+    s.write_ok("prom", &format!("_cpu value=1i {}\n", now_ns()))
+        .await?;
+    let answer = s.influx("prom", "SELECT * FROM _cpu").await?;
+    ensure!(
+        answer["results"][0]["series"][0]["name"] == "_cpu"
+            && answer["results"][0]["series"][0]["values"][0][1] == 1,
+        "{answer}"
+    );
+    let (status, text) = s.write("/write?db=prom", "_series v=1").await?;
+    ensure!(
+        status == 400 && text.contains("reserved for the engine"),
+        "{status} {text}"
+    );
 
     // 7. Retention: old days disappear on every replica and their parts
     // are gone; recent points stay.

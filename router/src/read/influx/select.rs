@@ -439,7 +439,16 @@ async fn series(
         ctx.deadline,
     )
     .await?;
-    Ok(Some(fetch::series_tags(&answers)))
+    let mut tags = fetch::series_tags(&answers);
+    if schema.samples {
+        // InfluxDB 1.x keeps a remote-written sample's metric name as the
+        // tag `__name__` beside its labels; Shardhouse stores it as the
+        // series' measurement, and shows it as InfluxDB does.
+        for t in tags.values_mut() {
+            t.insert("__name__".into(), measurement.to_string());
+        }
+    }
+    Ok(Some(tags))
 }
 
 /// The tag keys the statement groups by, sorted (`*` and regexes expanded
