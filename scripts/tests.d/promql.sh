@@ -43,12 +43,12 @@ for b in shardhouse-node shardhouse-router; do
 done
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/shardhouse-promql-test.XXXXXX")
-PROM_PID="" GEN_PID="" READER_PID=""
+PROM_PID="" GEN_PID="" DEMO_PID="" READER_PID=""
 # shellcheck source=scripts/lib/cluster.sh
 source scripts/lib/cluster.sh
 cleanup() {
   local p
-  for p in $PROM_PID $GEN_PID $READER_PID; do
+  for p in $PROM_PID $GEN_PID $DEMO_PID $READER_PID; do
     kill "$p" 2>/dev/null || true
     wait "$p" 2>/dev/null || true
   done
@@ -68,6 +68,12 @@ ROUTER="http://$SH_ROUTER_HTTP"
 G1=$(sh_free_port) G2=$(sh_free_port) G3=$(sh_free_port) PROM_PORT=$(sh_free_port)
 python3 scripts/promql/generator.py "$G1" "$G2" "$G3" >"$TMP/generator.log" 2>&1 &
 GEN_PID=$!
+# The metric families the PromQL compliance tester's queries read (demo_*:
+# CPU counters, memory gauges, a latency histogram, a metric that comes and
+# goes), for the queries of queries.txt written against them.
+D1=$(sh_free_port) D2=$(sh_free_port) D3=$(sh_free_port)
+python3 scripts/promql/demo_targets.py "$D1" "$D2" "$D3" >"$TMP/demo_targets.log" 2>&1 &
+DEMO_PID=$!
 cat >"$TMP/prometheus.yml" <<YAML
 # evaluation_interval stays at its default (1m): the default step of a
 # subquery, which the router's engine also uses.
@@ -78,6 +84,8 @@ scrape_configs:
     static_configs: [{targets: ['127.0.0.1:$PROM_PORT']}]
   - job_name: demo
     static_configs: [{targets: ['127.0.0.1:$G1', '127.0.0.1:$G2', '127.0.0.1:$G3']}]
+  - job_name: demo_service
+    static_configs: [{targets: ['127.0.0.1:$D1', '127.0.0.1:$D2', '127.0.0.1:$D3']}]
   - job_name: shardhouse
     static_configs: [{targets: ['$SH_ROUTER_HTTP']}]
 remote_write:
