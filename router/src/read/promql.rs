@@ -214,13 +214,17 @@ impl SampleSource for ShardSamples<'_> {
         start_ms: i64,
         end_ms: i64,
     ) -> shardhouse_promql::Result<Vec<Series>> {
-        let mut series = self.series(matchers, None).await?;
+        // The series' labels and their samples are two statements per
+        // shard, independent of each other: both are sent at once, so a
+        // selector costs one round trip of latency, not two.
+        let sql = samples_sql(&series_condition(matchers), start_ms, end_ms);
+        let (mut series, answers) =
+            tokio::try_join!(self.series(matchers, None), self.each_shard(&sql))?;
         if series.is_empty() {
             return Ok(Vec::new());
         }
-        let sql = samples_sql(&series_condition(matchers), start_ms, end_ms);
         let mut samples: HashMap<(u32, u64), Vec<(i64, f64)>> = HashMap::new();
-        for (shard, batches) in self.each_shard(&sql).await? {
+        for (shard, batches) in answers {
             for b in batches.iter().filter(|b| b.num_columns() >= 3) {
                 for row in 0..b.num_rows() {
                     let (Some(id), Some(t), Some(bits)) = (
