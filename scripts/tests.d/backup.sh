@@ -23,7 +23,8 @@
 #     leave B empty: a truncated manifest, a tampered part object.
 #  9. Restore b2; every point acknowledged before b2 started is found
 #     exactly once (shardhouse-loadtest verify); the later points the
-#     restored cluster holds are each there once (see "later points"); a
+#     restored cluster holds are each there once and, per series, leave no
+#     acknowledged point out below the newest held (see "Later points"); a
 #     restore of a database the backup lacks and a second restore into the
 #     now non-empty cluster are refused; B takes writes.
 # 10. Cluster C: 1 node; `restore --database other` of b2 brings back the
@@ -56,6 +57,7 @@ PRELOAD_RATE=${PRELOAD_RATE:-5}
 PRELOAD_BATCH=${PRELOAD_BATCH:-100000}
 RATE=${RATE:-10}
 BATCH=${BATCH:-100}
+STEADY_SERIES=64
 CACHE=${SHARDHOUSE_CACHE:-$HOME/.cache/shardhouse}
 sh_require_bins shardhouse-node shardhouse-router shardhouse-loadtest shardhouse-ctl
 LT="$SH_BIN/shardhouse-loadtest"
@@ -182,8 +184,9 @@ log "preload: ${PRELOAD_SECS}s of $PRELOAD_RATE req/s x $PRELOAD_BATCH points"
 log "preload: $(tail -n 1 "$TMP/preload.out")"
 settle_merges
 
+# One request at a time (see "Later points" below).
 "$LT" ack-load --url "http://$SH_ROUTER_HTTP" --ack-log "$TMP/steady.acks" --measurement steady \
-  --rate "$RATE" --batch "$BATCH" --secs 3600 --stop-file "$TMP/stop-load" --timeout-ms 10000 \
+  --series "$STEADY_SERIES" --max-inflight 1 --rate "$RATE" --batch "$BATCH" --secs 3600 --stop-file "$TMP/stop-load" --timeout-ms 10000 \
   >"$TMP/steady.out" 2>"$TMP/steady.err" &
 LOAD_PID=$!
 # A few seconds of steady writes before b1, so b1 starts mid-load.
@@ -336,19 +339,23 @@ done
 passed "restore of b2 into 2 nodes found every point acknowledged before b2 exactly once"
 
 # Later points: b2 also holds the steady points whose Raft entries are at or
-# below its shard's commit_index (and flushed_index) in the manifest, some
-# acknowledged after b2 started. The ack log records a point's seq and ack
-# time, not its shard or Raft index, so which later points b2 must hold
-# cannot be checked point by point here. What is checked: every steady point
-# the restored cluster holds is there exactly once (no seq twice, FINAL as
-# `verify` reads), and the later ones found are counted; the points
-# acknowledged before b2 are all there (verify, above).
+# below its shard's index in the manifest, some acknowledged after b2
+# started. The ack log records a point's seq, not its shard or Raft index,
+# but the steady load sends one request at a time (--max-inflight 1): a
+# request is sent only after the one before it was acknowledged (its
+# entries committed) or failed, so in every shard's log an acknowledged
+# point comes before every point sent after it. A shard restored to its
+# log up to one index therefore holds, for each series (one series lives in
+# one shard), every acknowledged point up to the newest point it holds of
+# that series: no acknowledged gap below it. Checked per series, with no
+# seq twice (FINAL as `verify` reads) and no seq that was never sent.
 curl -s -m 60 -G "http://$SH_ROUTER_HTTP/api/v1/sql?db=shardhouse" \
   --data-urlencode 'q=SELECT v FROM steady FINAL' >"$TMP/steady-restored.json"
-later=$(python3 - "$TMP/steady-restored.json" "$TMP/steady.acks" "$TMP/steady-before-b2.acks" <<'EOF'
+later=$(python3 - "$TMP/steady-restored.json" "$TMP/steady.acks" "$TMP/steady-before-b2.acks" "$STEADY_SERIES" <<'EOF'
 import json, sys
 rows = json.load(open(sys.argv[1]))
 seqs = [int(float(r["v"])) for r in rows]
+series = int(sys.argv[4])
 def acked(path):
     out = set()
     for line in open(path):
@@ -356,18 +363,25 @@ def acked(path):
         if len(f) >= 2 and not line.startswith("#"):
             out.update(range(int(f[0]), int(f[0]) + int(f[1])))
     return out
-held, before = set(seqs), acked(sys.argv[3])
-after = acked(sys.argv[2]) - before
+held, before, all_acked = set(seqs), acked(sys.argv[3]), acked(sys.argv[2])
+after = all_acked - before
+# Dropped requests take no seq: every seq below the last one sent was sent.
+sent_end = max(all_acked | held, default=-1) + 1
 dup = len(seqs) - len(held)
 missing = len(before - held)
+never_sent = len([s for s in held if s >= sent_end])
+newest = {}
+for s in held:
+    newest[s % series] = max(newest.get(s % series, -1), s)
+gaps = sorted(s for s in all_acked if s <= newest.get(s % series, -1) and s not in held)
 found = len(after & held)
-print(f"later_acked={len(after)} later_found={found} unacked_found={len(held - before - after)} "
-      f"duplicated={dup} before_missing={missing}")
-sys.exit(1 if dup or missing else 0)
+print(f"later_acked={len(after)} later_found={found} unacked_found={len(held - all_acked)} "
+      f"duplicated={dup} before_missing={missing} acked_gaps={len(gaps)} first_gaps={gaps[:5]}")
+sys.exit(1 if dup or missing or gaps or never_sent else 0)
 EOF
 ) || fail "steady points after the restore: $later"
 log "steady points acknowledged after b2 started: $later"
-passed "later points the restore holds are there exactly once ($later)"
+passed "later points: a consistent cut per series, each once ($later)"
 
 expect_refused "restore into a non-empty cluster" "not empty" ctl restore --from "$DEST" --backup b1
 passed "restore into a non-empty cluster refused"
