@@ -3,30 +3,34 @@
 //! library `shardhouse-ctl backup create` uses, against the cluster's etcd
 //! and nodes, applies retention, and writes status and Events; a
 //! ShardhouseRestore restores once into its new cluster when that cluster
-//! runs. The decisions are in `backup_schedule`; this file is the I/O.
+//! runs. The decisions are in `backup_schedule`; this module is the I/O
+//! (the backup reconciler here, status writes in `status`, the restore
+//! reconciler in `restore`).
 //!
 //! Deleting either resource deletes nothing at the destination: backups
 //! outlive the objects that took them (no finalizer).
 
+mod restore;
+mod status;
+
+pub use restore::reconcile_restore;
+
 use crate::backup::{self, Knobs};
-use crate::backup_schedule::{self as decide, BackupClock, Due, RestoreStep, Schedule};
-use crate::crd::{
-    RestorePhase, ShardhouseBackup, ShardhouseBackupStatus, ShardhouseCluster, ShardhouseRestore,
-    ShardhouseRestoreStatus, GROUP, VERSION,
-};
+use crate::backup_schedule::{self as decide, BackupClock, Due, Schedule};
+use crate::crd::{ShardhouseBackup, ShardhouseBackupStatus, ShardhouseCluster, ShardhouseRestore};
 use crate::rebalance::ClusterMeta;
 use crate::resources::{self, MANAGER};
 use crate::{Error, Result};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
-use serde_json::json;
 use shardhouse_common::credential::ClusterToken;
+use status::{write_backup_status, Fresh, STALE_RETRY};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -206,31 +210,9 @@ pub async fn reconcile_backup(b: Arc<ShardhouseBackup>, ctx: Arc<Context>) -> Re
     let ns = namespace(b.as_ref())?;
     let now = Timestamp::now();
     let status = b.status.clone().unwrap_or_default();
-    let generation = b.metadata.generation;
     let schedule = match Schedule::parse(&b.spec.schedule) {
         Ok(s) => s,
-        Err(msg) => {
-            let mut st = status.clone();
-            st.next_schedule_time = None;
-            decide::set_condition(
-                &mut st.conditions,
-                "Scheduled",
-                false,
-                "InvalidSchedule",
-                msg.clone(),
-                &now.to_string(),
-                generation,
-            );
-            if st != status {
-                ctx.event(b.as_ref(), EventType::Warning, "InvalidSchedule", msg)
-                    .await;
-                if !write_backup_status(&ctx, &b, st, Fresh::Checked).await? {
-                    return Ok(Action::requeue(STALE_RETRY));
-                }
-            }
-            // Nothing until the spec changes (a change triggers a reconcile).
-            return Ok(Action::await_change());
-        }
+        Err(msg) => return invalid_schedule(&ctx, &b, &status, msg, now).await,
     };
     let created = b.metadata.creation_timestamp.as_ref().map_or(now, |t| t.0);
     let clock = BackupClock {
@@ -243,20 +225,9 @@ pub async fn reconcile_backup(b: Arc<ShardhouseBackup>, ctx: Arc<Context>) -> Re
             .map(String::as_str),
         status: &status,
     };
-    let key = format!("{ns}/{}", b.name_any());
-    let mut ran = false;
-    let st = match decide::due(&schedule, &clock) {
-        run @ Due::Run { .. } if ctx.last_run().get(&key) == Some(&run) => {
-            // Done a moment ago; its status is not in our cache yet.
-            return Ok(Action::requeue(STALE_RETRY));
-        }
-        Due::Run { slot, manual } => {
-            let st = run_backup(&ctx, &b, &ns, &status, slot, manual.clone()).await;
-            ctx.last_run().insert(key, Due::Run { slot, manual });
-            ran = true;
-            st
-        }
-        Due::WaitUntil(_) | Due::Suspended => status.clone(),
+    let Some((st, ran)) = run_if_due(&ctx, &b, &ns, &schedule, &clock).await else {
+        // Done a moment ago; its status is not in our cache yet.
+        return Ok(Action::requeue(STALE_RETRY));
     };
     // After a run, decide again from the new status: when next.
     let now = Timestamp::now();
@@ -265,11 +236,76 @@ pub async fn reconcile_backup(b: Arc<ShardhouseBackup>, ctx: Arc<Context>) -> Re
         status: &st,
         ..clock
     };
-    let (mut st, action) = match decide::due(&schedule, &clock) {
+    let (mut st, action) = next_run(&schedule, &clock);
+    set_scheduled_condition(&b, &mut st, now);
+    // A run's result is written whatever changed meanwhile; anything else
+    // only onto the status it was computed from.
+    let fresh = if ran { Fresh::Result } else { Fresh::Checked };
+    if st != status && !write_backup_status(&ctx, &b, st, fresh).await? {
+        return Ok(Action::requeue(STALE_RETRY));
+    }
+    Ok(action)
+}
+
+/// `spec.schedule` does not parse: say so once (condition, Warning Event).
+async fn invalid_schedule(
+    ctx: &Context,
+    b: &ShardhouseBackup,
+    status: &ShardhouseBackupStatus,
+    msg: String,
+    now: Timestamp,
+) -> Result<Action> {
+    let mut st = status.clone();
+    st.next_schedule_time = None;
+    decide::set_condition(
+        &mut st.conditions,
+        "Scheduled",
+        false,
+        "InvalidSchedule",
+        msg.clone(),
+        &now.to_string(),
+        b.metadata.generation,
+    );
+    if st != *status {
+        ctx.event(b, EventType::Warning, "InvalidSchedule", msg)
+            .await;
+        if !write_backup_status(ctx, b, st, Fresh::Checked).await? {
+            return Ok(Action::requeue(STALE_RETRY));
+        }
+    }
+    // Nothing until the spec changes (a change triggers a reconcile).
+    Ok(Action::await_change())
+}
+
+/// Runs the backup when it is due: the status to write and whether it ran;
+/// None when this run was done a moment ago (the watch lags its status).
+async fn run_if_due(
+    ctx: &Context,
+    b: &ShardhouseBackup,
+    ns: &str,
+    schedule: &Schedule,
+    clock: &BackupClock<'_>,
+) -> Option<(ShardhouseBackupStatus, bool)> {
+    let key = format!("{ns}/{}", b.name_any());
+    match decide::due(schedule, clock) {
+        run @ Due::Run { .. } if ctx.last_run().get(&key) == Some(&run) => None,
+        Due::Run { slot, manual } => {
+            let st = run_backup(ctx, b, ns, clock.status, slot, manual.clone()).await;
+            ctx.last_run().insert(key, Due::Run { slot, manual });
+            Some((st, true))
+        }
+        Due::WaitUntil(_) | Due::Suspended => Some((clock.status.clone(), false)),
+    }
+}
+
+/// When to look again, and `nextScheduleTime` to match.
+fn next_run(schedule: &Schedule, clock: &BackupClock<'_>) -> (ShardhouseBackupStatus, Action) {
+    let st = clock.status;
+    match decide::due(schedule, clock) {
         Due::WaitUntil(t) => {
             let mut st = st.clone();
             st.next_schedule_time = Some(t.to_string());
-            (st, Action::requeue(decide::requeue_after(now, t)))
+            (st, Action::requeue(decide::requeue_after(clock.now, t)))
         }
         Due::Suspended => {
             let mut st = st.clone();
@@ -278,7 +314,11 @@ pub async fn reconcile_backup(b: Arc<ShardhouseBackup>, ctx: Arc<Context>) -> Re
         }
         // Still due (a manual request arrived meanwhile): at once.
         Due::Run { .. } => (st.clone(), Action::requeue(Duration::from_secs(1))),
-    };
+    }
+}
+
+/// The `Scheduled` condition: suspended, or the schedule and next run.
+fn set_scheduled_condition(b: &ShardhouseBackup, st: &mut ShardhouseBackupStatus, now: Timestamp) {
     let (ok, reason, msg) = if b.spec.suspend {
         (
             false,
@@ -303,15 +343,8 @@ pub async fn reconcile_backup(b: Arc<ShardhouseBackup>, ctx: Arc<Context>) -> Re
         reason,
         msg,
         &now.to_string(),
-        generation,
+        b.metadata.generation,
     );
-    // A run's result is written whatever changed meanwhile; anything else
-    // only onto the status it was computed from.
-    let fresh = if ran { Fresh::Result } else { Fresh::Checked };
-    if st != status && !write_backup_status(&ctx, &b, st, fresh).await? {
-        return Ok(Action::requeue(STALE_RETRY));
-    }
-    Ok(action)
 }
 
 /// One run: back up, apply retention, and return the status it leaves.
@@ -420,231 +453,4 @@ async fn backup_and_prune(
         None => Ok(Vec::new()),
     };
     Ok((m, kept, String::from_utf8_lossy(&out).into_owned()))
-}
-
-/// How a status write relates to the object it was computed from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Fresh {
-    /// Computed from the object as the watch showed it, which may lag our
-    /// own last write: applied only if the object is still that version.
-    Checked,
-    /// The outcome of a backup or restore: applied whatever changed.
-    Result,
-}
-
-/// Pause before looking again when the watch had not caught up.
-const STALE_RETRY: Duration = Duration::from_secs(2);
-
-/// Writes `status` with server-side apply; false when `Fresh::Checked`
-/// found a newer object (then nothing was written).
-async fn write_status<K>(
-    ctx: &Context,
-    obj: &K,
-    kind: &str,
-    status: serde_json::Value,
-    fresh: Fresh,
-) -> Result<bool>
-where
-    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-{
-    let ns = namespace(obj)?;
-    let api: Api<K> = Api::namespaced(ctx.client.clone(), &ns);
-    let mut patch = json!({
-        "apiVersion": format!("{GROUP}/{VERSION}"),
-        "kind": kind,
-        "status": status,
-    });
-    if fresh == Fresh::Checked {
-        patch["metadata"] = json!({"resourceVersion": obj.resource_version()});
-    }
-    match api
-        .patch_status(
-            &obj.name_any(),
-            &PatchParams::apply(MANAGER).force(),
-            &Patch::Apply(patch),
-        )
-        .await
-    {
-        Ok(_) => Ok(true),
-        Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
-        Err(e) => Err(e.into()),
-    }
-}
-
-async fn write_backup_status(
-    ctx: &Context,
-    b: &ShardhouseBackup,
-    mut st: ShardhouseBackupStatus,
-    fresh: Fresh,
-) -> Result<bool> {
-    st.observed_generation = b.metadata.generation;
-    write_status(
-        ctx,
-        b,
-        "ShardhouseBackup",
-        serde_json::to_value(&st)?,
-        fresh,
-    )
-    .await
-}
-
-// --------------------------------------------------------------- restores
-
-pub async fn reconcile_restore(r: Arc<ShardhouseRestore>, ctx: Arc<Context>) -> Result<Action> {
-    let ns = namespace(r.as_ref())?;
-    let key = format!("{ns}/{}", r.name_any());
-    let status = r.status.clone().unwrap_or_default();
-    let cluster = get_cluster(&ctx.client, &ns, &r.spec.cluster_ref).await?;
-    let started_here = ctx.restores_started().contains(&key);
-    let step = decide::restore_step(
-        status.phase,
-        started_here,
-        cluster.as_ref().and_then(|c| c.status.as_ref()),
-        &r.spec.cluster_ref,
-    );
-    let now = Timestamp::now().to_string();
-    match step {
-        RestoreStep::Finished => Ok(Action::await_change()),
-        // Started by this process: its outcome is written by the run, and
-        // the watch has not shown it yet.
-        RestoreStep::Wait(_) if started_here => Ok(Action::requeue(STALE_RETRY)),
-        RestoreStep::Wait(why) => {
-            let mut st = status.clone();
-            st.phase = RestorePhase::WaitingForCluster;
-            st.message = why;
-            if st != status && !write_restore_status(&ctx, &r, &st, Fresh::Checked).await? {
-                return Ok(Action::requeue(STALE_RETRY));
-            }
-            Ok(Action::requeue(Duration::from_secs(10)))
-        }
-        RestoreStep::Interrupted => {
-            let mut st = status;
-            let msg = "the operator restarted during the restore: the cluster may hold part of the backup; delete the cluster and restore into a new one".to_string();
-            finish_restore(&mut st, false, msg.clone(), &now);
-            if !write_restore_status(&ctx, &r, &st, Fresh::Checked).await? {
-                return Ok(Action::requeue(STALE_RETRY));
-            }
-            ctx.event(r.as_ref(), EventType::Warning, "RestoreFailed", msg)
-                .await;
-            Ok(Action::await_change())
-        }
-        RestoreStep::Start => {
-            let Some(cluster) = cluster else {
-                return Ok(Action::requeue(Duration::from_secs(10)));
-            };
-            let mut st = status;
-            st.phase = RestorePhase::Restoring;
-            st.start_time = Some(now.clone());
-            st.message = format!(
-                "restoring {} from {}",
-                r.spec.backup_id.as_deref().unwrap_or("the newest backup"),
-                r.spec.source
-            );
-            // Only from the newest version: a lagging watch never starts a
-            // restore twice.
-            if !write_restore_status(&ctx, &r, &st, Fresh::Checked).await? {
-                return Ok(Action::requeue(STALE_RETRY));
-            }
-            ctx.event(
-                r.as_ref(),
-                EventType::Normal,
-                "RestoreStarted",
-                st.message.clone(),
-            )
-            .await;
-            ctx.restores_started().insert(key.clone());
-            let result = restore(&ctx, &r, &cluster, &ns).await;
-            let now = Timestamp::now().to_string();
-            match result {
-                Ok((m, log)) => {
-                    tracing::info!(restore = %key, "{}", log.trim_end());
-                    let (shards, range) = decide::shard_indexes(&m);
-                    st.backup_id = Some(m.id.clone());
-                    st.shards_restored = m.shards.len() as u32;
-                    st.size_bytes = Some(m.stats.bytes);
-                    st.shards = shards;
-                    let msg = format!(
-                        "restored backup {} ({} shards, {} bytes, Raft index {}) into cluster {}",
-                        m.id,
-                        m.shards.len(),
-                        m.stats.bytes,
-                        range.as_deref().unwrap_or("-"),
-                        r.spec.cluster_ref
-                    );
-                    finish_restore(&mut st, true, msg.clone(), &now);
-                    ctx.event(r.as_ref(), EventType::Normal, "RestoreSucceeded", msg)
-                        .await;
-                }
-                Err(e) => {
-                    let msg = format!("restore into cluster {} failed: {e}", r.spec.cluster_ref);
-                    finish_restore(&mut st, false, msg.clone(), &now);
-                    ctx.event(r.as_ref(), EventType::Warning, "RestoreFailed", msg)
-                        .await;
-                }
-            }
-            write_restore_status(&ctx, &r, &st, Fresh::Result).await?;
-            Ok(Action::await_change())
-        }
-    }
-}
-
-fn finish_restore(st: &mut ShardhouseRestoreStatus, ok: bool, msg: String, now: &str) {
-    st.phase = if ok {
-        RestorePhase::Succeeded
-    } else {
-        RestorePhase::Failed
-    };
-    st.completion_time = Some(now.to_string());
-    st.message = msg.clone();
-    let reason = if ok {
-        "RestoreSucceeded"
-    } else {
-        "RestoreFailed"
-    };
-    decide::set_condition(&mut st.conditions, "Ready", ok, reason, msg, now, None);
-}
-
-async fn restore(
-    ctx: &Context,
-    r: &ShardhouseRestore,
-    cluster: &ShardhouseCluster,
-    ns: &str,
-) -> Result<(shardhouse_backup::Manifest, String), String> {
-    check_credentials(&ctx.client, ns, r.spec.credentials_secret.as_deref()).await?;
-    let mut meta = cluster_meta(&ctx.client, cluster, ns).await?;
-    let knobs = Knobs {
-        parallel_shards: r.spec.parallel_shards.max(1) as usize,
-        jobs: r.spec.jobs.max(1),
-    };
-    let mut out = Vec::new();
-    // The library refuses a cluster that holds any database.
-    let m = backup::restore(
-        &mut meta,
-        &r.spec.source,
-        r.spec.backup_id.clone(),
-        &knobs,
-        &mut out,
-    )
-    .await
-    .map_err(|e| format!("{e:#}"))?;
-    Ok((m, String::from_utf8_lossy(&out).into_owned()))
-}
-
-async fn write_restore_status(
-    ctx: &Context,
-    r: &ShardhouseRestore,
-    st: &ShardhouseRestoreStatus,
-    fresh: Fresh,
-) -> Result<bool> {
-    write_status(
-        ctx,
-        r,
-        "ShardhouseRestore",
-        serde_json::to_value(st)?,
-        fresh,
-    )
-    .await
 }
