@@ -55,6 +55,20 @@ pub enum PlanError {
 pub fn plan(map: &ShardMap, nodes: &[u64]) -> Result<Vec<Move>, PlanError> {
     let targets: BTreeSet<u64> = nodes.iter().copied().collect();
     let rf = map.replication_factor.max(1) as usize;
+    check_plannable(map, &targets, rf)?;
+
+    let mut placement: Vec<ShardPlacement> = map.shards.clone();
+    let mut moves = Vec::new();
+    trim_surplus(&mut placement, &targets, rf, &mut moves);
+    let mut load = replica_load(&placement, &targets);
+    drain(&mut placement, &targets, &mut load, &mut moves);
+    balance_replicas(&mut placement, &mut load, &mut moves);
+    balance_leaders(&mut placement, &targets, &mut moves);
+    Ok(moves)
+}
+
+/// Enough target nodes for the replication factor, and no move in flight.
+fn check_plannable(map: &ShardMap, targets: &BTreeSet<u64>, rf: usize) -> Result<(), PlanError> {
     if targets.len() < rf {
         return Err(PlanError::TooFewNodes {
             nodes: targets.len(),
@@ -67,14 +81,19 @@ pub fn plan(map: &ShardMap, nodes: &[u64]) -> Result<Vec<Move>, PlanError> {
             learners: p.learners.clone(),
         });
     }
+    Ok(())
+}
 
-    let mut placement: Vec<ShardPlacement> = map.shards.clone();
-    let mut moves = Vec::new();
-
-    // 0. Trim: a move interrupted between "promote" and "remove old replica"
-    // leaves a shard with more voters than the replication factor. Remove
-    // the surplus, never the leader, replicas on drained nodes first. With
-    // no known leader the shard is left alone (a wrong guess would remove it).
+/// Step 0, trim: a move interrupted between "promote" and "remove old replica"
+/// leaves a shard with more voters than the replication factor. Remove
+/// the surplus, never the leader, replicas on drained nodes first. With
+/// no known leader the shard is left alone (a wrong guess would remove it).
+fn trim_surplus(
+    placement: &mut [ShardPlacement],
+    targets: &BTreeSet<u64>,
+    rf: usize,
+    moves: &mut Vec<Move>,
+) {
     for p in placement.iter_mut() {
         if p.replicas.len() <= rf || !p.replicas.contains(&p.leader_hint) {
             continue;
@@ -96,19 +115,29 @@ pub fn plan(map: &ShardMap, nodes: &[u64]) -> Result<Vec<Move>, PlanError> {
             });
         }
     }
+}
 
-    // Replica load over target nodes only; drained nodes are emptied first.
+/// Replica load over target nodes only; drained nodes are emptied first.
+fn replica_load(placement: &[ShardPlacement], targets: &BTreeSet<u64>) -> BTreeMap<u64, usize> {
     let mut load: BTreeMap<u64, usize> = targets.iter().map(|&t| (t, 0)).collect();
-    for p in &placement {
+    for p in placement {
         for r in &p.replicas {
             if let Some(l) = load.get_mut(r) {
                 *l += 1;
             }
         }
     }
+    load
+}
 
-    // 1. Drain: every replica on a non-target node goes to the least loaded
-    // target that does not already hold the shard.
+/// Step 1, drain: every replica on a non-target node goes to the least loaded
+/// target that does not already hold the shard.
+fn drain(
+    placement: &mut [ShardPlacement],
+    targets: &BTreeSet<u64>,
+    load: &mut BTreeMap<u64, usize>,
+    moves: &mut Vec<Move>,
+) {
     for p in placement.iter_mut() {
         let drained: Vec<u64> = p
             .replicas
@@ -117,16 +146,22 @@ pub fn plan(map: &ShardMap, nodes: &[u64]) -> Result<Vec<Move>, PlanError> {
             .filter(|r| !targets.contains(r))
             .collect();
         for from in drained {
-            let to = least_loaded(&load, |t| !p.replicas.contains(&t));
+            let to = least_loaded(load, |t| !p.replicas.contains(&t));
             let Some(to) = to else { continue };
-            relocate(p, from, to, &mut moves);
+            relocate(p, from, to, moves);
             *load.get_mut(&to).expect("target") += 1;
         }
     }
+}
 
-    // 2. Balance replicas: move from the most to the least loaded node until
-    // loads differ by at most one. Each move lowers an over-full node, so the
-    // count is the minimum.
+/// Step 2, balance replicas: move from the most to the least loaded node until
+/// loads differ by at most one. Each move lowers an over-full node, so the
+/// count is the minimum.
+fn balance_replicas(
+    placement: &mut [ShardPlacement],
+    load: &mut BTreeMap<u64, usize>,
+    moves: &mut Vec<Move>,
+) {
     loop {
         let (max_node, max_load) = load
             .iter()
@@ -144,7 +179,7 @@ pub fn plan(map: &ShardMap, nodes: &[u64]) -> Result<Vec<Move>, PlanError> {
             if !p.replicas.contains(&max_node) {
                 continue;
             }
-            if let Some(to) = least_loaded(&load, |t| {
+            if let Some(to) = least_loaded(load, |t| {
                 !p.replicas.contains(&t) && load[&t] + 1 < max_load
             }) {
                 chosen = Some((i, to));
@@ -152,14 +187,20 @@ pub fn plan(map: &ShardMap, nodes: &[u64]) -> Result<Vec<Move>, PlanError> {
             }
         }
         let Some((i, to)) = chosen else { break };
-        relocate(&mut placement[i], max_node, to, &mut moves);
+        relocate(&mut placement[i], max_node, to, moves);
         *load.get_mut(&max_node).expect("target") -= 1;
         *load.get_mut(&to).expect("target") += 1;
     }
+}
 
-    // 3. Balance leaders with transfers only.
+/// Step 3: balance leaders with transfers only.
+fn balance_leaders(
+    placement: &mut [ShardPlacement],
+    targets: &BTreeSet<u64>,
+    moves: &mut Vec<Move>,
+) {
     let mut leaders: BTreeMap<u64, usize> = targets.iter().map(|&t| (t, 0)).collect();
-    for p in &placement {
+    for p in placement.iter() {
         if let Some(l) = leaders.get_mut(&p.leader_hint) {
             *l += 1;
         }
@@ -169,26 +210,11 @@ pub fn plan(map: &ShardMap, nodes: &[u64]) -> Result<Vec<Move>, PlanError> {
     // first. The sum of squared leader counts falls with every transfer, so
     // this ends.
     loop {
-        let mut best: Option<(usize, u64, u64, usize)> = None;
-        for (i, p) in placement.iter().enumerate() {
-            let Some(&from_count) = leaders.get(&p.leader_hint) else {
-                continue;
-            };
-            for &r in &p.replicas {
-                if r == p.leader_hint || leaders[&r] + 1 >= from_count {
-                    continue;
-                }
-                let gap = from_count - leaders[&r];
-                if best.is_none_or(|b| gap > b.3) {
-                    best = Some((i, p.leader_hint, r, gap));
-                }
-            }
-        }
-        let steps = match best {
-            Some((i, from, to, _)) => vec![(i, from, to)],
+        let steps = match widest_transfer(placement, &leaders) {
+            Some(step) => vec![step],
             // No direct transfer helps: hand one leadership down a chain
             // a -> b -> d where b keeps its count and d gains what a loses.
-            None => match leader_chain(&placement, &leaders) {
+            None => match leader_chain(placement, &leaders) {
                 Some(chain) => chain,
                 None => break,
             },
@@ -204,7 +230,30 @@ pub fn plan(map: &ShardMap, nodes: &[u64]) -> Result<Vec<Move>, PlanError> {
             *leaders.get_mut(&to).expect("target") += 1;
         }
     }
-    Ok(moves)
+}
+
+/// The direct transfer `(shard index, from, to)` with the widest gap in
+/// leader counts, if any narrows the spread.
+fn widest_transfer(
+    placement: &[ShardPlacement],
+    leaders: &BTreeMap<u64, usize>,
+) -> Option<(usize, u64, u64)> {
+    let mut best: Option<(usize, u64, u64, usize)> = None;
+    for (i, p) in placement.iter().enumerate() {
+        let Some(&from_count) = leaders.get(&p.leader_hint) else {
+            continue;
+        };
+        for &r in &p.replicas {
+            if r == p.leader_hint || leaders[&r] + 1 >= from_count {
+                continue;
+            }
+            let gap = from_count - leaders[&r];
+            if best.is_none_or(|b| gap > b.3) {
+                best = Some((i, p.leader_hint, r, gap));
+            }
+        }
+    }
+    best.map(|(i, from, to, _)| (i, from, to))
 }
 
 /// Two transfers `(shard index, from, to)` that move one leadership from a
