@@ -18,7 +18,7 @@ use shardhouse_common::proto::{
     AdminReply, ChangeReplicaRequest, CreateReplicaRequest, Peer, ShardStatesReply,
     ShardStatesRequest, TransferLeaderRequest,
 };
-use shardhouse_common::shard_map::{keys, NodeInfo, ShardMap};
+use shardhouse_common::shard_map::{keys, NodeInfo, ShardMap, ShardPlacement};
 use shardhouse_common::status::ErrorExt as _;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -294,68 +294,16 @@ impl Executor {
         let placement = map.shard(shard).cloned().ok_or(Error::NoShardMap {
             key: format!("{} shard {shard}", keys::shard_map(&self.meta.cluster)),
         })?;
-        let peer = |id: u64| -> Result<Peer> {
-            Ok(Peer {
-                node_id: id,
-                addr: nodes
-                    .get(&id)
-                    .ok_or(Error::UnknownNode { node_id: id })?
-                    .grpc_addr
-                    .clone(),
-            })
-        };
         match *mv {
             Move::AddLearner { node, .. } => {
-                let mut peers: Vec<Peer> = placement
-                    .replicas
-                    .iter()
-                    .chain(&placement.learners)
-                    .map(|&id| peer(id))
-                    .collect::<Result<_>>()?;
-                peers.push(peer(node)?);
-                let (addr, mut c) = self.admin(node, &nodes).await?;
-                let reply = c
-                    .create_replica(CreateReplicaRequest {
-                        shard,
-                        voters: vec![],
-                        peers,
-                    })
-                    .await
-                    .map_err(|s| Error::NodeUnreachable {
-                        node_id: node,
-                        addr: addr.clone(),
-                        message: s.to_string(),
-                    })?
-                    .into_inner();
-                // A node that saw the map already may have created it.
-                if !reply.ok && !reply.message.contains("exist") {
-                    return Err(Error::Admin {
-                        node_id: node,
-                        addr,
-                        call: "CreateReplica",
-                        shard,
-                        message: reply.message,
-                    });
-                }
-                let req = ChangeReplicaRequest {
-                    shard,
-                    target: Some(peer(node)?),
-                };
-                self.send_to_leader(
-                    "AddLearner",
-                    shard,
-                    placement.leader_hint,
-                    &nodes,
-                    ChangeOrTransfer::AddLearner(req),
-                )
-                .await?;
+                self.add_learner(shard, node, &placement, &nodes).await?;
             }
             Move::PromoteLearner { node, .. } => {
                 self.wait_caught_up(shard, node, placement.leader_hint, &nodes)
                     .await?;
                 let req = ChangeReplicaRequest {
                     shard,
-                    target: Some(peer(node)?),
+                    target: Some(peer(&nodes, node)?),
                 };
                 self.send_to_leader(
                     "PromoteLearner",
@@ -372,7 +320,7 @@ impl Executor {
             Move::RemoveReplica { node, .. } => {
                 let req = ChangeReplicaRequest {
                     shard,
-                    target: Some(peer(node)?),
+                    target: Some(peer(&nodes, node)?),
                 };
                 self.send_to_leader(
                     "RemoveReplica",
@@ -384,13 +332,79 @@ impl Executor {
                 .await?;
             }
         }
+        self.record_move(mv, map, rev, &nodes).await
+    }
+
+    /// `AddLearner`: creates the empty replica on `node`, then asks the
+    /// shard's leader to add it as a learner.
+    async fn add_learner(
+        &mut self,
+        shard: u32,
+        node: u64,
+        placement: &ShardPlacement,
+        nodes: &BTreeMap<u64, NodeInfo>,
+    ) -> Result<()> {
+        let mut peers: Vec<Peer> = placement
+            .replicas
+            .iter()
+            .chain(&placement.learners)
+            .map(|&id| peer(nodes, id))
+            .collect::<Result<_>>()?;
+        peers.push(peer(nodes, node)?);
+        let (addr, mut c) = self.admin(node, nodes).await?;
+        let reply = c
+            .create_replica(CreateReplicaRequest {
+                shard,
+                voters: vec![],
+                peers,
+            })
+            .await
+            .map_err(|s| Error::NodeUnreachable {
+                node_id: node,
+                addr: addr.clone(),
+                message: s.to_string(),
+            })?
+            .into_inner();
+        // A node that saw the map already may have created it.
+        if !reply.ok && !reply.message.contains("exist") {
+            return Err(Error::Admin {
+                node_id: node,
+                addr,
+                call: "CreateReplica",
+                shard,
+                message: reply.message,
+            });
+        }
+        let req = ChangeReplicaRequest {
+            shard,
+            target: Some(peer(nodes, node)?),
+        };
+        self.send_to_leader(
+            "AddLearner",
+            shard,
+            placement.leader_hint,
+            nodes,
+            ChangeOrTransfer::AddLearner(req),
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Applies the move, done on the nodes, to the shard map in etcd
+    /// (`map` at revision `rev` is the map the move was planned on).
+    async fn record_move(
+        &mut self,
+        mv: &Move,
+        mut map: ShardMap,
+        mut rev: i64,
+        nodes: &BTreeMap<u64, NodeInfo>,
+    ) -> Result<()> {
         let seen = map.clone();
-        let (mut map, mut rev) = (map, rev);
         // Nodes publish leader hints into the same key; under load they
         // often win the race while a move waits on a learner.
         for _ in 0..RECORD_TRIES {
             planner::apply_move(&mut map, mv);
-            planner::record_node_addresses(&mut map, &nodes);
+            planner::record_node_addresses(&mut map, nodes);
             match self.meta.put_shard_map(&map, rev).await {
                 Ok(_) => {
                     crate::metrics::REBALANCE_MOVES.inc();
@@ -586,6 +600,18 @@ impl Executor {
             tokio::time::sleep(POLL).await;
         }
     }
+}
+
+/// Node `id` as a Raft peer, at its gRPC address in `nodes`.
+fn peer(nodes: &BTreeMap<u64, NodeInfo>, id: u64) -> Result<Peer> {
+    Ok(Peer {
+        node_id: id,
+        addr: nodes
+            .get(&id)
+            .ok_or(Error::UnknownNode { node_id: id })?
+            .grpc_addr
+            .clone(),
+    })
 }
 
 enum ChangeOrTransfer {
