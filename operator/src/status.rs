@@ -48,10 +48,39 @@ pub fn compute(
         .shard_map
         .as_ref()
         .map_or(0, |m| healthy_shards(m, &obs.live_nodes));
+    let degraded_reason = degraded_reason(obs, shard_count, healthy);
+    let phase = phase(obs, degraded_reason.is_some());
+    let prev = previous.map(|s| s.conditions.as_slice()).unwrap_or(&[]);
+    let conditions = conditions(
+        obs,
+        &phase,
+        &format!("{healthy}/{shard_count}"),
+        degraded_reason,
+        prev,
+        now,
+    );
+    ShardhouseClusterStatus {
+        observed_generation: obs.generation,
+        phase,
+        conditions,
+        nodes_ready: format!("{}/{}", obs.ready_nodes, obs.desired_nodes),
+        shards_healthy: format!("{healthy}/{shard_count}"),
+        ready_nodes: obs.ready_nodes,
+        desired_nodes: obs.desired_nodes,
+        node_shards: node_shards(obs),
+        node_image: obs.node_image.clone(),
+        pending_moves: obs.pending_moves,
+    }
+}
+
+/// Why the cluster is degraded (reason, message), if it is.
+fn degraded_reason(
+    obs: &Observed,
+    shard_count: u32,
+    healthy: u32,
+) -> Option<(&'static str, String)> {
     let all_healthy = obs.shard_map.is_some() && healthy == shard_count;
-    let nodes_ok = obs.ready_nodes == obs.desired_nodes;
-    let rebalancing = obs.pending_moves > 0;
-    let degraded_reason = if let Some(e) = &obs.etcd_error {
+    if let Some(e) = &obs.etcd_error {
         Some(("EtcdUnreachable", format!("cannot read the shard map: {e}")))
     } else if obs.shard_map.is_some() && !all_healthy {
         Some((
@@ -63,21 +92,36 @@ pub fn compute(
         ))
     } else {
         None
-    };
+    }
+}
 
-    let phase = if obs.ready_nodes == 0 || obs.shard_map.is_none() && obs.etcd_error.is_none() {
+fn phase(obs: &Observed, degraded: bool) -> Phase {
+    let nodes_ok = obs.ready_nodes == obs.desired_nodes;
+    let rebalancing = obs.pending_moves > 0;
+    if obs.ready_nodes == 0 || obs.shard_map.is_none() && obs.etcd_error.is_none() {
         Phase::Provisioning
     } else if obs.upgrading.is_some() {
         Phase::Upgrading
     } else if rebalancing || !nodes_ok {
         Phase::Scaling
-    } else if degraded_reason.is_some() {
+    } else if degraded {
         Phase::Degraded
     } else {
         Phase::Running
-    };
+    }
+}
 
-    let prev = previous.map(|s| s.conditions.as_slice()).unwrap_or(&[]);
+/// The conditions, each keeping its transition time from `prev` while its
+/// status is unchanged. `shards_healthy` reads `healthy/total`.
+fn conditions(
+    obs: &Observed,
+    phase: &Phase,
+    shards_healthy: &str,
+    degraded_reason: Option<(&'static str, String)>,
+    prev: &[ClusterCondition],
+    now: &str,
+) -> Vec<ClusterCondition> {
+    let rebalancing = obs.pending_moves > 0;
     let cond = |type_: &str, on: bool, reason: &str, message: String| {
         let status = if on { "True" } else { "False" };
         // The transition time moves only when the status flips.
@@ -95,12 +139,12 @@ pub fn compute(
         }
     };
 
-    let ready = phase == Phase::Running;
+    let ready = *phase == Phase::Running;
     let progressing = matches!(
         phase,
         Phase::Provisioning | Phase::Scaling | Phase::Upgrading
     );
-    let conditions = vec![
+    vec![
         cond(
             "Ready",
             ready,
@@ -110,7 +154,7 @@ pub fn compute(
                 "NotReady"
             },
             format!(
-                "{}/{} nodes ready, {healthy}/{shard_count} shards healthy",
+                "{}/{} nodes ready, {shards_healthy} shards healthy",
                 obs.ready_nodes, obs.desired_nodes
             ),
         ),
@@ -144,9 +188,12 @@ pub fn compute(
                 String::new()
             },
         ),
-    ];
+    ]
+}
 
-    let node_shards = obs.shard_map.as_ref().map_or_else(Vec::new, |m| {
+/// Shards and leaderships per node, from the shard map.
+fn node_shards(obs: &Observed) -> Vec<NodeShardCount> {
+    obs.shard_map.as_ref().map_or_else(Vec::new, |m| {
         planner::counts(m)
             .into_iter()
             .map(|(node_id, (shards, leaders))| NodeShardCount {
@@ -155,20 +202,7 @@ pub fn compute(
                 leaders,
             })
             .collect()
-    });
-
-    ShardhouseClusterStatus {
-        observed_generation: obs.generation,
-        phase,
-        conditions,
-        nodes_ready: format!("{}/{}", obs.ready_nodes, obs.desired_nodes),
-        shards_healthy: format!("{healthy}/{shard_count}"),
-        ready_nodes: obs.ready_nodes,
-        desired_nodes: obs.desired_nodes,
-        node_shards,
-        node_image: obs.node_image.clone(),
-        pending_moves: obs.pending_moves,
-    }
+    })
 }
 
 /// `ReplicasHealthy`: False while a node reports a replica stuck on an
