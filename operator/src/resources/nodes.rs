@@ -5,11 +5,11 @@ use super::scheduling::{anti_affinity, quantity_bytes, resources_of};
 use super::security::node_mounts;
 use super::{config_name, from_json, labels, meta, node_name, ns, selector};
 use super::{NODE_BINARY, NODE_DATA_DIR, NODE_GRPC_PORT, NODE_HTTP_PORT};
-use crate::crd::{AntiAffinity, ShardhouseCluster};
+use crate::crd::{AntiAffinity, NodeSpec, ShardhouseCluster};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use serde_json::json;
+use serde_json::{json, Value};
 
 /// Bytes of writes a node admits before it answers 429: an eighth of its
 /// memory limit, at most the node's own default (512 MiB), at least 32 MiB.
@@ -55,63 +55,8 @@ pub fn node_id_of_ordinal(ordinal: i32) -> u64 {
 
 pub fn node_statefulset(c: &ShardhouseCluster, replicas: i32) -> StatefulSet {
     let name = node_name(c);
-    let ns = ns(c);
     let n = &c.spec.nodes;
-    let mut pvc_spec = json!({
-        "accessModes": ["ReadWriteOnce"],
-        "resources": {"requests": {"storage": n.storage.size}},
-    });
-    if let Some(class) = &n.storage.storage_class_name {
-        pvc_spec["storageClassName"] = json!(class);
-    }
-    // The node id comes from the pod ordinal, so a pod keeps its identity
-    // (and its Raft replicas) across restarts and reschedules.
-    let script = format!(
-        "exec {NODE_BINARY} --node-id $(( ${{HOSTNAME##*-}} + 1 )) \
-         --advertise-host ${{HOSTNAME}}.{name}.{ns}.svc"
-    );
-    let res = resources_of(n.resources.as_ref(), n.cores, &n.memory, true);
-    // Size the process to the container: chDB's connection pool and the
-    // runtime threads follow the CPU limit when there is one (the downward
-    // API rounds it up to whole cores), the admission budget the memory limit.
-    let memory_limit = res.limits.get("memory").map(String::as_str);
-    let mut env = vec![
-        json!({
-            "name": "SHARDHOUSE_NODE_MAX_INFLIGHT_BYTES",
-            "value": node_inflight_bytes(memory_limit).to_string(),
-        }),
-        // RocksDB's memory (the WAL's memtables) follows the memory limit too.
-        json!({
-            "name": "SHARDHOUSE_NODE_WAL_WRITE_BUFFER_BYTES",
-            "value": node_wal_write_buffer_bytes(memory_limit).to_string(),
-        }),
-    ];
-    if res.limits.contains_key("cpu") {
-        for var in ["SHARDHOUSE_NODE_CORES", "SHARDHOUSE_NODE_POOL_SIZE"] {
-            env.push(json!({
-                "name": var,
-                "valueFrom": {"resourceFieldRef": {"containerName": "node", "resource": "limits.cpu", "divisor": "1"}},
-            }));
-        }
-    }
     let doors = node_mounts(c);
-    env.extend(doors.env);
-    // Backup credentials: the nodes write to the destination themselves.
-    let mut env_from = vec![json!({"configMapRef": {"name": config_name(c)}})];
-    if let Some(secret) = &n.backup_credentials_secret {
-        env_from.push(json!({"secretRef": {"name": secret}}));
-    }
-    let mut volume_mounts = vec![json!({"name": "data", "mountPath": NODE_DATA_DIR})];
-    volume_mounts.extend(doors.mounts);
-    let mut spread = vec![];
-    if n.anti_affinity != AntiAffinity::None {
-        spread.push(json!({
-            "maxSkew": 1,
-            "topologyKey": "topology.kubernetes.io/zone",
-            "whenUnsatisfiable": "ScheduleAnyway",
-            "labelSelector": {"matchLabels": selector(c, "node")},
-        }));
-    }
     from_json(json!({
         "apiVersion": "apps/v1", "kind": "StatefulSet",
         "metadata": meta(c, name.clone(), "node"),
@@ -143,36 +88,14 @@ pub fn node_statefulset(c: &ShardhouseCluster, replicas: i32) -> StatefulSet {
                     // A shard's replicas live on different node pods; keep
                     // those on different machines and zones.
                     "affinity": anti_affinity(c, "node", n.anti_affinity),
-                    "topologySpreadConstraints": spread,
+                    "topologySpreadConstraints": node_spread(c),
                     "volumes": doors.volumes,
-                    "containers": [{
-                        "name": "node",
-                        "image": c.spec.image.node(),
-                        "imagePullPolicy": c.spec.image.pull_policy,
-                        "command": ["/bin/sh", "-c", script],
-                        "envFrom": env_from,
-                        "env": env,
-                        "ports": [
-                            {"name": "grpc", "containerPort": NODE_GRPC_PORT},
-                            {"name": "http", "containerPort": NODE_HTTP_PORT},
-                        ],
-                        // /health answers once chDB and the WAL are open (the
-                        // engine's open and the log replay take a while on a
-                        // big volume): up to 10 minutes before liveness counts.
-                        "startupProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 5, "timeoutSeconds": 3, "failureThreshold": 120},
-                        "livenessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 20, "timeoutSeconds": 5, "failureThreshold": 3},
-                        // /ready: registered and every local replica caught up
-                        // with its leader; upgrades and rebalances wait on it.
-                        "readinessProbe": {"httpGet": {"path": "/ready", "port": "http"}, "periodSeconds": 5, "timeoutSeconds": 5, "failureThreshold": 3},
-                        "resources": res,
-                        "securityContext": {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}},
-                        "volumeMounts": volume_mounts,
-                    }]
+                    "containers": [node_container(c, &name, doors.env, doors.mounts)]
                 }
             },
             // Labelled so the finalizer can find them: PVCs are created by the
             // StatefulSet controller and carry no owner reference to the cluster.
-            "volumeClaimTemplates": [{"metadata": {"name": "data", "labels": labels(c, "node")}, "spec": pvc_spec}],
+            "volumeClaimTemplates": [{"metadata": {"name": "data", "labels": labels(c, "node")}, "spec": node_pvc_spec(n)}],
             // Scale-in shrinks the StatefulSet only after the drain moved
             // every replica away, so a removed pod's volume holds nothing
             // the cluster needs (and would bring stale Raft state back on
@@ -180,6 +103,105 @@ pub fn node_statefulset(c: &ShardhouseCluster, replicas: i32) -> StatefulSet {
             "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Delete", "whenScaled": "Delete"},
         }
     }))
+}
+
+/// The claim template's spec: the volume size and storage class.
+fn node_pvc_spec(n: &NodeSpec) -> Value {
+    let mut pvc_spec = json!({
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": n.storage.size}},
+    });
+    if let Some(class) = &n.storage.storage_class_name {
+        pvc_spec["storageClassName"] = json!(class);
+    }
+    pvc_spec
+}
+
+/// Node pods spread over zones unless anti-affinity is off.
+fn node_spread(c: &ShardhouseCluster) -> Vec<Value> {
+    let mut spread = vec![];
+    if c.spec.nodes.anti_affinity != AntiAffinity::None {
+        spread.push(json!({
+            "maxSkew": 1,
+            "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": selector(c, "node")},
+        }));
+    }
+    spread
+}
+
+/// The node container; `doors_env` and `doors_mounts` are those of the
+/// cluster credential (`node_mounts`).
+fn node_container(
+    c: &ShardhouseCluster,
+    name: &str,
+    doors_env: Vec<Value>,
+    doors_mounts: Vec<Value>,
+) -> Value {
+    let ns = ns(c);
+    let n = &c.spec.nodes;
+    // The node id comes from the pod ordinal, so a pod keeps its identity
+    // (and its Raft replicas) across restarts and reschedules.
+    let script = format!(
+        "exec {NODE_BINARY} --node-id $(( ${{HOSTNAME##*-}} + 1 )) \
+         --advertise-host ${{HOSTNAME}}.{name}.{ns}.svc"
+    );
+    let res = resources_of(n.resources.as_ref(), n.cores, &n.memory, true);
+    // Size the process to the container: chDB's connection pool and the
+    // runtime threads follow the CPU limit when there is one (the downward
+    // API rounds it up to whole cores), the admission budget the memory limit.
+    let memory_limit = res.limits.get("memory").map(String::as_str);
+    let mut env = vec![
+        json!({
+            "name": "SHARDHOUSE_NODE_MAX_INFLIGHT_BYTES",
+            "value": node_inflight_bytes(memory_limit).to_string(),
+        }),
+        // RocksDB's memory (the WAL's memtables) follows the memory limit too.
+        json!({
+            "name": "SHARDHOUSE_NODE_WAL_WRITE_BUFFER_BYTES",
+            "value": node_wal_write_buffer_bytes(memory_limit).to_string(),
+        }),
+    ];
+    if res.limits.contains_key("cpu") {
+        for var in ["SHARDHOUSE_NODE_CORES", "SHARDHOUSE_NODE_POOL_SIZE"] {
+            env.push(json!({
+                "name": var,
+                "valueFrom": {"resourceFieldRef": {"containerName": "node", "resource": "limits.cpu", "divisor": "1"}},
+            }));
+        }
+    }
+    env.extend(doors_env);
+    // Backup credentials: the nodes write to the destination themselves.
+    let mut env_from = vec![json!({"configMapRef": {"name": config_name(c)}})];
+    if let Some(secret) = &n.backup_credentials_secret {
+        env_from.push(json!({"secretRef": {"name": secret}}));
+    }
+    let mut volume_mounts = vec![json!({"name": "data", "mountPath": NODE_DATA_DIR})];
+    volume_mounts.extend(doors_mounts);
+    json!({
+        "name": "node",
+        "image": c.spec.image.node(),
+        "imagePullPolicy": c.spec.image.pull_policy,
+        "command": ["/bin/sh", "-c", script],
+        "envFrom": env_from,
+        "env": env,
+        "ports": [
+            {"name": "grpc", "containerPort": NODE_GRPC_PORT},
+            {"name": "http", "containerPort": NODE_HTTP_PORT},
+        ],
+        // /health answers once chDB and the WAL are open (the
+        // engine's open and the log replay take a while on a
+        // big volume): up to 10 minutes before liveness counts.
+        "startupProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 5, "timeoutSeconds": 3, "failureThreshold": 120},
+        "livenessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 20, "timeoutSeconds": 5, "failureThreshold": 3},
+        // /ready: registered and every local replica caught up
+        // with its leader; upgrades and rebalances wait on it.
+        "readinessProbe": {"httpGet": {"path": "/ready", "port": "http"}, "periodSeconds": 5, "timeoutSeconds": 5, "failureThreshold": 3},
+        "resources": res,
+        "securityContext": {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}},
+        "volumeMounts": volume_mounts,
+    })
 }
 
 /// At most one node pod voluntarily down at a time: with RF 3 a second one
