@@ -201,103 +201,22 @@ async fn main() -> anyhow::Result<()> {
         .with_node_token(token);
     match opts.command {
         Command::Status { json } => {
-            let (map, _) = meta
-                .shard_map()
-                .await?
-                .with_context(|| format!("no shard map for cluster {:?}", opts.cluster))?;
-            let live = meta.live_nodes().await?;
-            let live_ids = live.keys().copied().collect();
-            let healthy = status::healthy_shards(&map, &live_ids);
-            let counts = planner::counts(&map);
-            if json {
-                let v = serde_json::json!({
-                    "cluster": opts.cluster,
-                    "epoch": map.epoch,
-                    "shardCount": map.shard_count,
-                    "replicationFactor": map.replication_factor,
-                    "healthyShards": healthy,
-                    "liveNodes": live.keys().collect::<Vec<_>>(),
-                    "nodes": counts.iter().map(|(id, (s, l))| serde_json::json!({
-                        "nodeId": id, "shards": s, "leaders": l, "live": live.contains_key(id),
-                        "grpcAddr": live.get(id).or(map.nodes.get(id)).map(|n| n.grpc_addr.clone()),
-                    })).collect::<Vec<_>>(),
-                });
-                writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
-            } else {
-                writeln!(
-                    out,
-                    "cluster {} epoch {} shards {} rf {} healthy {healthy}/{}",
-                    opts.cluster,
-                    map.epoch,
-                    map.shard_count,
-                    map.replication_factor,
-                    map.shard_count
-                )?;
-                writeln!(
-                    out,
-                    "{:>6} {:>6} {:>8} {:>5}  addr",
-                    "node", "shards", "leaders", "live"
-                )?;
-                for (id, (s, l)) in &counts {
-                    let addr = live
-                        .get(id)
-                        .or(map.nodes.get(id))
-                        .map_or("-", |n| n.grpc_addr.as_str());
-                    writeln!(
-                        out,
-                        "{id:>6} {s:>6} {l:>8} {:>5}  {addr}",
-                        live.contains_key(id)
-                    )?;
-                }
-            }
+            print_status(&mut meta, &opts.cluster, json, &mut out).await?;
         }
         Command::Rebalance {
             nodes,
             dry_run,
             catch_up_timeout,
         } => {
-            let (map, _) = meta
-                .shard_map()
-                .await?
-                .with_context(|| format!("no shard map for cluster {:?}", opts.cluster))?;
-            let nodes = if nodes.is_empty() {
-                meta.live_nodes().await?.keys().copied().collect()
-            } else {
-                nodes
-            };
-            let moves = planner::plan(&map, &nodes)?;
-            writeln!(out, "{} moves over nodes {nodes:?}", moves.len())?;
-            for (i, mv) in moves.iter().enumerate() {
-                writeln!(out, "{:>4} {}", i + 1, serde_json::to_string(mv)?)?;
-            }
-            if dry_run || moves.is_empty() {
-                return Ok(());
-            }
-            let mut exec = Executor::new(meta);
-            exec.catch_up_timeout = std::time::Duration::from_secs(catch_up_timeout);
-            let started = std::time::Instant::now();
-            for (i, mv) in moves.iter().enumerate() {
-                let t0 = std::time::Instant::now();
-                exec.execute(mv)
-                    .await
-                    .with_context(|| format!("move {} of {}: {mv:?}", i + 1, moves.len()))?;
-                writeln!(
-                    out,
-                    "done {}/{} in {:.1} s",
-                    i + 1,
-                    moves.len(),
-                    t0.elapsed().as_secs_f64()
-                )?;
-            }
-            // Scripts (chaos, soak) read this line: how long the moves took
-            // and how many steps the nodes refused for now and were tried again.
-            writeln!(
-                out,
-                "rebalance moves={} secs={:.1} retries={}",
-                moves.len(),
-                started.elapsed().as_secs_f64(),
-                exec.retries
-            )?;
+            rebalance(
+                meta,
+                &opts.cluster,
+                nodes,
+                dry_run,
+                catch_up_timeout,
+                &mut out,
+            )
+            .await?;
         }
         Command::Backup { command } => match command {
             BackupCommand::Create {
@@ -337,52 +256,176 @@ async fn main() -> anyhow::Result<()> {
             node,
             timeout,
         } => {
-            let live = meta.live_nodes().await?;
-            let info = live
-                .get(&node)
-                .with_context(|| format!("node {node} is not registered (live) in etcd"))?;
-            let rpc_timeout = std::time::Duration::from_secs(10);
-            let token = meta.node_token.as_ref();
-            let mut admin = node_client::admin_client(&info.grpc_addr, token, rpc_timeout)
-                .await
-                .with_context(|| format!("cannot reach node {node} at {}", info.grpc_addr))?;
-            let reply = admin
-                .rebuild_replica(RebuildReplicaRequest { shard })
-                .await?
-                .into_inner();
-            anyhow::ensure!(reply.ok, "node {node}: {}", reply.message);
-            writeln!(out, "node {node} shard {shard}: rebuild started")?;
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(timeout);
-            loop {
-                let states = admin
-                    .shard_states(ShardStatesRequest {})
-                    .await?
-                    .into_inner();
-                let st = states
-                    .shards
-                    .iter()
-                    .find(|s| s.shard == shard)
-                    .with_context(|| format!("node {node} no longer holds shard {shard}"))?;
-                if st.rebuilding.is_empty() {
-                    writeln!(
-                        out,
-                        "node {node} shard {shard}: rebuilt, applied index {}",
-                        st.applied_index
-                    )?;
-                    break;
-                }
-                anyhow::ensure!(
-                    std::time::Instant::now() < deadline,
-                    "node {node} shard {shard}: still rebuilding after {timeout} s (apply: {})",
-                    if st.apply_stalled.is_empty() {
-                        "ok"
-                    } else {
-                        &st.apply_stalled
-                    }
-                );
-                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-            }
+            rebuild_replica(&mut meta, shard, node, timeout, &mut out).await?;
         }
+    }
+    Ok(())
+}
+
+/// `status`: the shard map's epoch and health, and replicas and leaders
+/// per node, as a table or JSON.
+async fn print_status(
+    meta: &mut ClusterMeta,
+    cluster: &str,
+    json: bool,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    let (map, _) = meta
+        .shard_map()
+        .await?
+        .with_context(|| format!("no shard map for cluster {cluster:?}"))?;
+    let live = meta.live_nodes().await?;
+    let live_ids = live.keys().copied().collect();
+    let healthy = status::healthy_shards(&map, &live_ids);
+    let counts = planner::counts(&map);
+    if json {
+        let v = serde_json::json!({
+            "cluster": cluster,
+            "epoch": map.epoch,
+            "shardCount": map.shard_count,
+            "replicationFactor": map.replication_factor,
+            "healthyShards": healthy,
+            "liveNodes": live.keys().collect::<Vec<_>>(),
+            "nodes": counts.iter().map(|(id, (s, l))| serde_json::json!({
+                "nodeId": id, "shards": s, "leaders": l, "live": live.contains_key(id),
+                "grpcAddr": live.get(id).or(map.nodes.get(id)).map(|n| n.grpc_addr.clone()),
+            })).collect::<Vec<_>>(),
+        });
+        writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
+    } else {
+        writeln!(
+            out,
+            "cluster {} epoch {} shards {} rf {} healthy {healthy}/{}",
+            cluster, map.epoch, map.shard_count, map.replication_factor, map.shard_count
+        )?;
+        writeln!(
+            out,
+            "{:>6} {:>6} {:>8} {:>5}  addr",
+            "node", "shards", "leaders", "live"
+        )?;
+        for (id, (s, l)) in &counts {
+            let addr = live
+                .get(id)
+                .or(map.nodes.get(id))
+                .map_or("-", |n| n.grpc_addr.as_str());
+            writeln!(
+                out,
+                "{id:>6} {s:>6} {l:>8} {:>5}  {addr}",
+                live.contains_key(id)
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// `rebalance`: prints the plan, then (unless a dry run) runs its moves
+/// one at a time.
+async fn rebalance(
+    mut meta: ClusterMeta,
+    cluster: &str,
+    nodes: Vec<u64>,
+    dry_run: bool,
+    catch_up_timeout: u64,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    let (map, _) = meta
+        .shard_map()
+        .await?
+        .with_context(|| format!("no shard map for cluster {cluster:?}"))?;
+    let nodes = if nodes.is_empty() {
+        meta.live_nodes().await?.keys().copied().collect()
+    } else {
+        nodes
+    };
+    let moves = planner::plan(&map, &nodes)?;
+    writeln!(out, "{} moves over nodes {nodes:?}", moves.len())?;
+    for (i, mv) in moves.iter().enumerate() {
+        writeln!(out, "{:>4} {}", i + 1, serde_json::to_string(mv)?)?;
+    }
+    if dry_run || moves.is_empty() {
+        return Ok(());
+    }
+    let mut exec = Executor::new(meta);
+    exec.catch_up_timeout = std::time::Duration::from_secs(catch_up_timeout);
+    let started = std::time::Instant::now();
+    for (i, mv) in moves.iter().enumerate() {
+        let t0 = std::time::Instant::now();
+        exec.execute(mv)
+            .await
+            .with_context(|| format!("move {} of {}: {mv:?}", i + 1, moves.len()))?;
+        writeln!(
+            out,
+            "done {}/{} in {:.1} s",
+            i + 1,
+            moves.len(),
+            t0.elapsed().as_secs_f64()
+        )?;
+    }
+    // Scripts (chaos, soak) read this line: how long the moves took
+    // and how many steps the nodes refused for now and were tried again.
+    writeln!(
+        out,
+        "rebalance moves={} secs={:.1} retries={}",
+        moves.len(),
+        started.elapsed().as_secs_f64(),
+        exec.retries
+    )?;
+    Ok(())
+}
+
+/// `rebuild-replica`: starts the rebuild on the node, then polls its shard
+/// states until the replica is rebuilt or `timeout` seconds passed.
+async fn rebuild_replica(
+    meta: &mut ClusterMeta,
+    shard: u32,
+    node: u64,
+    timeout: u64,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    let live = meta.live_nodes().await?;
+    let info = live
+        .get(&node)
+        .with_context(|| format!("node {node} is not registered (live) in etcd"))?;
+    let rpc_timeout = std::time::Duration::from_secs(10);
+    let token = meta.node_token.as_ref();
+    let mut admin = node_client::admin_client(&info.grpc_addr, token, rpc_timeout)
+        .await
+        .with_context(|| format!("cannot reach node {node} at {}", info.grpc_addr))?;
+    let reply = admin
+        .rebuild_replica(RebuildReplicaRequest { shard })
+        .await?
+        .into_inner();
+    anyhow::ensure!(reply.ok, "node {node}: {}", reply.message);
+    writeln!(out, "node {node} shard {shard}: rebuild started")?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(timeout);
+    loop {
+        let states = admin
+            .shard_states(ShardStatesRequest {})
+            .await?
+            .into_inner();
+        let st = states
+            .shards
+            .iter()
+            .find(|s| s.shard == shard)
+            .with_context(|| format!("node {node} no longer holds shard {shard}"))?;
+        if st.rebuilding.is_empty() {
+            writeln!(
+                out,
+                "node {node} shard {shard}: rebuilt, applied index {}",
+                st.applied_index
+            )?;
+            break;
+        }
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "node {node} shard {shard}: still rebuilding after {timeout} s (apply: {})",
+            if st.apply_stalled.is_empty() {
+                "ok"
+            } else {
+                &st.apply_stalled
+            }
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
     Ok(())
 }
