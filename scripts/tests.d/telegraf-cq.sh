@@ -17,6 +17,10 @@
 #     used_percent; every 5 s interval of every cpu series has one row in
 #     downsampled.cpu_5s whose value is the mean of the raw points.
 # Last line: `telegraf_cq raw_points=N missing=0 intervals=N wrong=0`.
+#
+# Knob: TELEGRAF_CQ_SECONDS (default 12): how long Telegraf writes before
+# the first kill, and again between the kills and before it stops; e.g.
+# TELEGRAF_CQ_SECONDS=120 for a run of several minutes.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 # shellcheck source=scripts/lib/cluster.sh
@@ -96,19 +100,20 @@ EOF
 TG_PID=$!
 log "telegraf running (pid $TG_PID)"
 
-sleep 12
+RUN_SECONDS=${TELEGRAF_CQ_SECONDS:-12}
+sleep "$RUN_SECONDS"
 log "kill -9 of the router (it runs the continuous query)"
 sh_kill9 router
 sleep 3
 # shellcheck disable=SC2119
 sh_start_router
-sleep 10
+sleep "$((RUN_SECONDS > 10 ? RUN_SECONDS : 10))"
 log "kill -9 of node 1"
 sh_kill9 node-1
 sleep 3
 sh_start_node 1
 sh_wait_node 1
-sleep 10
+sleep "$((RUN_SECONDS > 10 ? RUN_SECONDS : 10))"
 kill -TERM "$TG_PID"
 wait "$TG_PID" || true
 TG_PID=""
