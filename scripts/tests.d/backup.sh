@@ -318,11 +318,22 @@ passed "restore --database of a missing database refused"
 
 # b2 is restored: it names parts merged since b1 by b1's parts when it
 # can (shardhouse_backup::merged), so this also restores those.
-ctl restore --from "$DEST" --backup b2 >"$TMP/restore.out" 2>&1 || {
+# With a download limit of RESTORE_MB_S per node: each of B's 2 nodes holds
+# every shard (RF=2) and so downloads all of b2's bytes; the limiter lends
+# one second of bytes, so the restore cannot take less than
+# (bytes - 1 s of bytes) / rate.
+RESTORE_MB_S=2
+restore_t0=$(date +%s.%N)
+ctl restore --from "$DEST" --backup b2 --max-mb-s "$RESTORE_MB_S" >"$TMP/restore.out" 2>&1 || {
   cat "$TMP/restore.out" >&2
   fail "restore failed"
 }
+restore_secs=$(python3 -c "import time; print(f'{time.time() - $restore_t0:.1f}')")
 cat "$TMP/restore.out" >&2
+min_secs=$(python3 -c "print(f'{0.9 * ($b1_bytes / 1e6 - $RESTORE_MB_S) / $RESTORE_MB_S:.1f}')")
+python3 -c "import sys; sys.exit(0 if $restore_secs >= $min_secs else 1)" ||
+  fail "restore --max-mb-s $RESTORE_MB_S took ${restore_secs}s for $b1_bytes bytes per node: the limit was not kept (at least ${min_secs}s)"
+passed "restore --max-mb-s $RESTORE_MB_S kept each node's download rate (${restore_secs}s, at least ${min_secs}s)"
 restore_rate=$(sed -n 's/^restore b2 complete: .*, \([0-9.]*\) MB\/s (one copy)$/\1/p' "$TMP/restore.out")
 
 lost=0

@@ -30,8 +30,8 @@ use crate::objects::ObjectId;
 /// Read and write size of copies.
 const COPY_BUF: usize = 1 << 20;
 
-/// An upload rate limit (bytes per second) shared by the uploads of one
-/// backup on one node: a token bucket holding at most one second of
+/// A transfer rate limit (bytes per second) shared by the uploads of one
+/// backup, or the downloads of one restore, on one node: a token bucket holding at most one second of
 /// bytes. A sender takes its bytes before sending them; when the bucket
 /// is short it waits until the rate has paid them back, so concurrent
 /// senders queue behind each other's debt and the sum keeps the rate.
@@ -245,7 +245,18 @@ pub(crate) fn write_durably(
 
 /// Downloads one file to `to`, checking its size and checksum; a damaged
 /// object is an error naming it, and nothing is left at `to`.
-pub async fn download_file(dest: &Destination, file: &FileEntry, to: &Path) -> Result<()> {
+/// Downloads one file of a manifest into `to`, at most at `limit`'s rate
+/// (shared with the other downloads of the restore), and checks its size
+/// and checksum.
+pub async fn download_file(
+    dest: &Destination,
+    file: &FileEntry,
+    to: &Path,
+    limit: Option<&RateLimit>,
+) -> Result<()> {
+    if let Some(l) = limit {
+        l.take(file.size).await;
+    }
     let key = file.object.key();
     let bad = |reason: String| BackupError::BadObject {
         url: dest.url().to_string(),
@@ -372,12 +383,14 @@ mod tests {
         assert_eq!((s2.files, s2.files_uploaded, s2.bytes_uploaded), (3, 0, 0));
 
         let to = src.path().join("back");
-        download_file(&dest, &entries[1], &to).await.unwrap();
+        download_file(&dest, &entries[1], &to, Some(&limit))
+            .await
+            .unwrap();
         assert_eq!(std::fs::read(&to).unwrap(), b"beta");
         // Tamper with the stored object: the download names it and keeps nothing.
         let obj = store.path().join(entries[1].object.key());
         std::fs::write(&obj, "betA").unwrap();
-        let e = download_file(&dest, &entries[1], &to)
+        let e = download_file(&dest, &entries[1], &to, None)
             .await
             .unwrap_err()
             .to_string();
@@ -387,14 +400,14 @@ mod tests {
         );
         assert!(!to.exists());
         std::fs::write(&obj, "bet").unwrap();
-        let e = download_file(&dest, &entries[1], &to)
+        let e = download_file(&dest, &entries[1], &to, None)
             .await
             .unwrap_err()
             .to_string();
         assert!(e.contains("3 bytes, the manifest says 4"), "{e}");
         // A missing object is an error naming it, and nothing is left at `to`.
         std::fs::remove_file(&obj).unwrap();
-        let e = download_file(&dest, &entries[1], &to)
+        let e = download_file(&dest, &entries[1], &to, None)
             .await
             .unwrap_err()
             .to_string();

@@ -222,7 +222,9 @@ impl proto::backup_server::Backup for BackupService {
             engine
                 .staging_dir()
                 .join(format!("shard-{}-{}", r.shard, std::process::id()));
-        let staged = download_shard(&dest, &m, &staging, jobs(r.jobs)).await;
+        // One limit per restore source on this node, shared by its shards.
+        let limit = self.limit(&format!("restore {}", r.destination), r.max_bytes_per_sec);
+        let staged = download_shard(&dest, &m, &staging, jobs(r.jobs), limit.as_deref()).await;
         let download_secs = t0.elapsed().as_secs_f64();
         let result = match staged {
             Ok(tables) => {
@@ -395,6 +397,7 @@ async fn download_shard(
     m: &ShardManifest,
     staging: &std::path::Path,
     jobs: usize,
+    limit: Option<&RateLimit>,
 ) -> Result<Vec<TableParts>, BackupError> {
     let mut tables = Vec::new();
     let mut work: Vec<(FileEntry, PathBuf)> = Vec::new();
@@ -420,7 +423,7 @@ async fn download_shard(
         });
     }
     futures::stream::iter(work)
-        .map(|(f, to)| async move { transfer::download_file(dest, &f, &to).await })
+        .map(|(f, to)| async move { transfer::download_file(dest, &f, &to, limit).await })
         .buffer_unordered(jobs)
         .try_collect::<Vec<()>>()
         .await?;

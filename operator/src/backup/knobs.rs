@@ -34,8 +34,9 @@ impl Default for Knobs {
 /// [`restore_with`]: crate::backup::restore_with
 #[derive(Debug, Clone, Default)]
 pub struct Options {
-    /// Upload rate limit of a backup on each node, bytes per second
-    /// (0 = none); shared by the shards a node backs up at once.
+    /// Upload rate limit of a backup, or download rate limit of a
+    /// restore, on each node, bytes per second (0 = none); shared by the
+    /// shards a node backs up or restores at once.
     pub max_bytes_per_sec: u64,
     /// Progress redrawn in place on one line (stdout is a terminal);
     /// otherwise one `progress` line per shard.

@@ -82,16 +82,20 @@ pub async fn restore_with(
     )?;
     let t0 = Instant::now();
     let token = meta.node_token.clone();
-    let mut calls = futures::stream::iter(m.shards.clone())
-        .map(|sm| {
-            let replicas = map
-                .shard(sm.shard)
-                .map(|p| p.replicas.clone())
-                .unwrap_or_default();
-            let (live, token) = (&live, token.clone());
-            async move { restore_shard(&sm, &replicas, live, token.as_ref(), url, knobs).await }
-        })
-        .buffer_unordered(knobs.parallel_shards.max(1));
+    let mut calls =
+        futures::stream::iter(m.shards.clone())
+            .map(|sm| {
+                let replicas = map
+                    .shard(sm.shard)
+                    .map(|p| p.replicas.clone())
+                    .unwrap_or_default();
+                let (live, token) = (&live, token.clone());
+                let rate = opts.max_bytes_per_sec;
+                async move {
+                    restore_shard(&sm, &replicas, live, token.as_ref(), url, knobs, rate).await
+                }
+            })
+            .buffer_unordered(knobs.parallel_shards.max(1));
     let mut progress = Progress::new(
         opts.live_progress,
         u64::from(m.shard_count),
@@ -130,7 +134,8 @@ pub async fn restore_with(
     Ok(m)
 }
 
-/// Restores one shard on each of its replicas; its line, parts and bytes.
+/// Restores one shard on each of its replicas, each node downloading at
+/// most `max_bytes_per_sec` (0: no limit); its line, parts and bytes.
 async fn restore_shard(
     sm: &ShardManifest,
     replicas: &[u64],
@@ -138,6 +143,7 @@ async fn restore_shard(
     token: Option<&ClusterToken>,
     url: &str,
     knobs: &Knobs,
+    max_bytes_per_sec: u64,
 ) -> anyhow::Result<(String, u64, u64)> {
     let json = serde_json::to_string(sm)?;
     let mut secs = Vec::new();
@@ -155,6 +161,7 @@ async fn restore_shard(
                 destination: url.to_string(),
                 shard_manifest_json: json.clone(),
                 jobs: knobs.jobs,
+                max_bytes_per_sec,
             })
             .await
             .map_err(|s| anyhow::anyhow!("shard {} on node {node}: {}", sm.shard, s.message()))?;

@@ -88,6 +88,10 @@ enum Command {
         /// backup's other databases are skipped.
         #[arg(long)]
         database: Option<String>,
+        /// Download rate limit per node, MB/s (10^6 bytes), shared by the
+        /// shards a node restores at once (default: none).
+        #[arg(long, value_parser = parse_mb_s)]
+        max_mb_s: Option<f64>,
         #[command(flatten)]
         knobs: KnobArgs,
     },
@@ -243,10 +247,12 @@ async fn main() -> anyhow::Result<()> {
             from,
             backup: id,
             database,
+            max_mb_s,
             knobs,
         } => {
             let opts = RunOptions {
                 database,
+                max_bytes_per_sec: max_mb_s.map_or(0, |v| (v * 1e6) as u64),
                 ..run_options()
             };
             backup::restore_with(&mut meta, &from, id, &knobs.knobs(), &opts, &mut out).await?;
