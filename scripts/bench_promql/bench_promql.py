@@ -32,7 +32,6 @@ now, each instance scraped at its own offset within the interval:
 import argparse
 import bisect
 import concurrent.futures
-import http.client
 import json
 import math
 import os
@@ -45,6 +44,9 @@ import urllib.parse
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "promql"))
 import compare  # noqa: E402  scripts/promql/compare.py: the comparison rule of `make test`
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from bench_common import Client, pct, proc_cpu_secs, timed  # noqa: E402  scripts/lib/bench_common.py
 
 CODES = [("200", 10.0), ("201", 2.0), ("404", 1.0), ("500", 0.5), ("503", 0.2)]
 BUCKETS = ["0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1", "2.5", "+Inf"]
@@ -189,31 +191,6 @@ def requests_for(series, idx, steps, t0, interval_ms, batch):
 def encode(cur, labels, n):
     pb = b"".join(field_bytes(1, labels[j] + b"".join(s)) for j, s in cur.items())
     return snappy_literals(pb), n
-
-
-class Client:
-    """One keep-alive HTTP/1.1 connection (reconnects once on a dropped one)."""
-
-    def __init__(self, base, timeout=120):
-        u = urllib.parse.urlsplit(base)
-        self.host, self.port = u.hostname, u.port
-        self.timeout = timeout
-        self.conn = None
-
-    def request(self, method, path, body=None, headers=None):
-        for attempt in (0, 1):
-            if self.conn is None:
-                self.conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
-            try:
-                self.conn.request(method, path, body=body, headers=headers or {})
-                resp = self.conn.getresponse()
-                return resp.status, resp.read()
-            except (http.client.HTTPException, ConnectionError, OSError):
-                self.conn.close()
-                self.conn = None
-                if attempt:
-                    raise
-        raise RuntimeError("unreachable")
 
 
 RW_HEADERS = {"Content-Type": "application/x-protobuf", "Content-Encoding": "snappy",
@@ -393,17 +370,6 @@ def vm_agreement(ref, got):
     return exact, summary
 
 
-def pct(xs, p):
-    s = sorted(xs)
-    return s[max(0, math.ceil(p / 100 * len(s)) - 1)]
-
-
-def timed(fn):
-    t0 = time.perf_counter()
-    fn()
-    return (time.perf_counter() - t0) * 1000
-
-
 def run_one(a, systems, q, clients):
     """Latencies (ms) of q on every system with `clients` concurrent clients:
     one client interleaves the systems run by run (all see the same machine
@@ -569,12 +535,6 @@ def print_table(rep, urls):
 
 # --------------------------------------------------------------------------
 # Profile helper
-
-
-def proc_cpu_secs(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def cmd_loop(a):

@@ -28,7 +28,6 @@ long the run takes.
 import argparse
 import concurrent.futures
 import datetime
-import http.client
 import json
 import math
 import os
@@ -37,6 +36,9 @@ import sys
 import threading
 import time
 import urllib.parse
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from bench_common import Client, pct, proc_cpu_secs, timed  # noqa: E402  scripts/lib/bench_common.py
 
 MEASUREMENT = "cpu"
 DB = "bench"
@@ -87,32 +89,6 @@ def batches(ds, steps_per_batch, hosts_of=None):
             for h in own:
                 parts.append(prefix[h] + VALS[cents(h, k, 1)] + mid + VALS[cents(h, k, 2)] + ts)
         yield b"".join(parts), len(parts)
-
-
-class Client:
-    """One keep-alive HTTP/1.1 connection (reconnects once on a dropped one)."""
-
-    def __init__(self, hostport, timeout=120):
-        self.hostport = hostport
-        self.timeout = timeout
-        self.conn = None
-
-    def request(self, method, path, body=None, headers=None):
-        for attempt in (0, 1):
-            if self.conn is None:
-                host, port = self.hostport.rsplit(":", 1)
-                self.conn = http.client.HTTPConnection(host, int(port), timeout=self.timeout)
-            try:
-                self.conn.request(method, path, body=body, headers=headers or {})
-                resp = self.conn.getresponse()
-                data = resp.read()
-                return resp.status, data
-            except (http.client.HTTPException, ConnectionError, OSError):
-                self.conn.close()
-                self.conn = None
-                if attempt:
-                    raise
-        raise RuntimeError("unreachable")
 
 
 def send_all(name, hostport, path, ds, threads, steps_per_batch):
@@ -456,17 +432,6 @@ def compare_influxql(q, sh_body, ix_body):
 # Timing
 
 
-def pct(xs, p):
-    s = sorted(xs)
-    return s[max(0, math.ceil(p / 100 * len(s)) - 1)]
-
-
-def timed(fn):
-    t0 = time.perf_counter()
-    fn()
-    return (time.perf_counter() - t0) * 1000
-
-
 def systems(a, q):
     """(name, host:port, query function) of every system of this run."""
     out = [("shardhouse", a.sh, lambda c: sh_query(c, q["influxql"])),
@@ -636,12 +601,6 @@ def print_table(rep):
 
 # --------------------------------------------------------------------------
 # Profile helper
-
-
-def proc_cpu_secs(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def cmd_loop(a):
