@@ -37,6 +37,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib/cluster.sh
 source scripts/lib/cluster.sh
+# shellcheck source=scripts/lib/bench.sh
+source scripts/lib/bench.sh
 # shellcheck source=scripts/lib/questdb.sh
 source scripts/lib/questdb.sh
 # shellcheck source=scripts/lib/influxd.sh
@@ -151,24 +153,7 @@ profile() {
       >/dev/null 2>"$WORK/perf.$name.record.log" || log "perf record failed (see $WORK/perf.$name.record.log)"
   fi
   wait "$loop_pid" || true
-  {
-    echo "#### $name: CPU per query (ms) and where it goes"
-    echo
-    echo '```'
-    cat "$WORK/profile.$name.json"
-    if [ -s "$WORK/perf.$name.data" ]; then
-      for k in $(seq 0 "$NODES"); do
-        if ((k == 0)); then proc=router; else proc=node-$k; fi
-        echo "-- $proc (pid $(sh_pid_of "$proc")): % of all samples by library, then top functions (self)"
-        perf report -i "$WORK/perf.$name.data" --pid "$(sh_pid_of "$proc")" --no-children --sort dso \
-          --stdio -g none --percent-limit 1 2>/dev/null | grep -v -e '^#' -e '^$' | head -n 8 || true
-        perf report -i "$WORK/perf.$name.data" --pid "$(sh_pid_of "$proc")" --no-children --sort sym \
-          --stdio -g none --percent-limit 0.7 2>/dev/null | grep -v -e '^#' -e '^$' | head -n 15 || true
-      done
-    fi
-    echo '```'
-    echo
-  } >"$WORK/profile.$name.md"
+  bench_profile_md "$WORK" "$name" "$NODES"
 }
 
 if [ "$PROFILE" = 1 ] && [ -f "$OUT" ]; then

@@ -1,6 +1,7 @@
 # shellcheck shell=bash
 # What the benchmark scripts (bench-e2e, bench-small-writes, bench-scaleout)
-# share beyond the cluster and QuestDB helpers.
+# share beyond the cluster and QuestDB helpers; bench-query and bench-promql
+# take bench_profile_md from here.
 
 # QuestDB as its configuration docs advise for a host this small: each of
 # its three shared pools (network, query, write) defaults to max(2, CPUs)
@@ -56,4 +57,31 @@ bench_sustainable() {
   local v
   v=$(grep -h "^$1_sustainable_points_per_sec=" "$OUT/$1.md" 2>/dev/null | tail -n 1 | cut -d= -f2)
   echo "${v:-0}"
+}
+
+# bench_profile_md WORK NAME NODES: $WORK/profile.NAME.md from the CPU per
+# query the driver's `loop` wrote ($WORK/profile.NAME.json) and, when
+# `perf record` left $WORK/perf.NAME.data, the router's and each node's
+# share by library and top functions. Needs cluster.sh (sh_pid_of).
+bench_profile_md() {
+  local work=$1 name=$2 nodes=$3 k proc pid
+  {
+    echo "#### $name: CPU per query (ms) and where it goes"
+    echo
+    echo '```'
+    cat "$work/profile.$name.json"
+    if [ -s "$work/perf.$name.data" ]; then
+      for k in $(seq 0 "$nodes"); do
+        if ((k == 0)); then proc=router; else proc=node-$k; fi
+        pid=$(sh_pid_of "$proc")
+        echo "-- $proc (pid $pid): % of all samples by library, then top functions (self)"
+        perf report -i "$work/perf.$name.data" --pid "$pid" --no-children --sort dso \
+          --stdio -g none --percent-limit 1 2>/dev/null | grep -v -e '^#' -e '^$' | head -n 8 || true
+        perf report -i "$work/perf.$name.data" --pid "$pid" --no-children --sort sym \
+          --stdio -g none --percent-limit 0.7 2>/dev/null | grep -v -e '^#' -e '^$' | head -n 15 || true
+      done
+    fi
+    echo '```'
+    echo
+  } >"$work/profile.$name.md"
 }
