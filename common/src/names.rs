@@ -221,17 +221,16 @@ pub fn validate_measurement(name: impl AsRef<[u8]>) -> Result<(), NameError> {
     if name.is_empty() {
         return bad(NameRule::Empty);
     }
-    if std::str::from_utf8(name).is_err() {
+    let Ok(text) = std::str::from_utf8(name) else {
         return bad(NameRule::InvalidUtf8);
-    }
+    };
     if name.contains(&0) {
         return bad(NameRule::Forbidden("NUL"));
     }
     if name.contains(&b'/') {
         return bad(NameRule::Forbidden("`/`"));
     }
-    // UTF-8 was checked above.
-    if is_engine_table(std::str::from_utf8(name).unwrap_or_default()) {
+    if is_engine_table(text) {
         return bad(NameRule::ReservedPrefix);
     }
     let len = escaped_file_name_len(name);
