@@ -408,8 +408,11 @@ mod tests {
         o.create_if_missing(true);
         o.set_write_buffer_size(1 << 20);
         let db = std::sync::Arc::new(DB::open(&o, &dir).unwrap());
+        // The reserve is above what RocksDB can leave free once a write
+        // fails: it gives back its WAL preallocation (~1.1x the write
+        // buffer) on the error, so a 1 MiB reserve made this test flaky.
         let disk =
-            std::sync::Arc::new(WalDisk::new(1, &dir, 1 << 20, DiskFaults::default(), false));
+            std::sync::Arc::new(WalDisk::new(1, &dir, 3 << 20, DiskFaults::default(), false));
         // Fill the filesystem with a ballast file, then RocksDB to the end.
         let ballast = fs.0.path().join("ballast");
         let free = free_bytes(&dir).unwrap();
