@@ -19,7 +19,7 @@ use std::io::Write;
 use shardhouse_backup::{retention, Destination, Manifest};
 
 pub use create::{backup_sources, create, create_with};
-pub use knobs::{Knobs, Options};
+pub use knobs::{max_bytes_per_sec, Knobs, Options, MIN_MB_PER_SEC};
 pub use restore::{restore, restore_with};
 
 use progress::mb;

@@ -11,11 +11,12 @@
 //! outlive the objects that took them (no finalizer).
 
 mod restore;
+mod settings;
 mod status;
 
 pub use restore::reconcile_restore;
 
-use crate::backup::{self, Knobs};
+use crate::backup;
 use crate::backup_schedule::{self as decide, BackupClock, Due, Schedule};
 use crate::crd::{ShardhouseBackup, ShardhouseBackupStatus, ShardhouseCluster, ShardhouseRestore};
 use crate::rebalance::ClusterMeta;
@@ -210,9 +211,9 @@ pub async fn reconcile_backup(b: Arc<ShardhouseBackup>, ctx: Arc<Context>) -> Re
     let ns = namespace(b.as_ref())?;
     let now = Timestamp::now();
     let status = b.status.clone().unwrap_or_default();
-    let schedule = match Schedule::parse(&b.spec.schedule) {
+    let schedule = match settings::runnable(&b.spec) {
         Ok(s) => s,
-        Err(msg) => return invalid_schedule(&ctx, &b, &status, msg, now).await,
+        Err((reason, msg)) => return invalid_spec(&ctx, &b, &status, reason, msg, now).await,
     };
     let created = b.metadata.creation_timestamp.as_ref().map_or(now, |t| t.0);
     let clock = BackupClock {
@@ -247,11 +248,13 @@ pub async fn reconcile_backup(b: Arc<ShardhouseBackup>, ctx: Arc<Context>) -> Re
     Ok(action)
 }
 
-/// `spec.schedule` does not parse: say so once (condition, Warning Event).
-async fn invalid_schedule(
+/// The spec cannot run (a schedule that does not parse, a bad rate limit
+/// or bound): say so once (condition `Scheduled` False, Warning Event).
+async fn invalid_spec(
     ctx: &Context,
     b: &ShardhouseBackup,
     status: &ShardhouseBackupStatus,
+    reason: &str,
     msg: String,
     now: Timestamp,
 ) -> Result<Action> {
@@ -261,14 +264,13 @@ async fn invalid_schedule(
         &mut st.conditions,
         "Scheduled",
         false,
-        "InvalidSchedule",
+        reason,
         msg.clone(),
         &now.to_string(),
         b.metadata.generation,
     );
     if st != *status {
-        ctx.event(b, EventType::Warning, "InvalidSchedule", msg)
-            .await;
+        ctx.event(b, EventType::Warning, reason, msg).await;
         if !write_backup_status(ctx, b, st, Fresh::Checked).await? {
             return Ok(Action::requeue(STALE_RETRY));
         }
@@ -434,13 +436,11 @@ async fn backup_and_prune(
         })?;
     check_credentials(&ctx.client, ns, b.spec.credentials_secret.as_deref()).await?;
     let mut meta = cluster_meta(&ctx.client, &cluster, ns).await?;
-    let knobs = Knobs {
-        parallel_shards: b.spec.parallel_shards.max(1) as usize,
-        jobs: b.spec.jobs.max(1),
-    };
+    // Checked before the run was decided; again here, since it is cheap.
+    let (knobs, opts) = settings::backup_settings(&b.spec)?;
     let url = &b.spec.destination;
     let mut out = Vec::new();
-    let m = backup::create(&mut meta, url, None, &knobs, &mut out)
+    let m = backup::create_with(&mut meta, url, None, &knobs, &opts, &mut out)
         .await
         .map_err(|e| format!("{e:#}"))?;
     // The backup is complete either way: a failed retention pass is

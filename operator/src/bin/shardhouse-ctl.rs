@@ -162,14 +162,19 @@ fn run_options() -> RunOptions {
     }
 }
 
-/// `--max-mb-s`: a positive number of MB/s.
+/// `--max-mb-s`: MB/s as the library takes it (0: none; a rate so low
+/// that a shard cannot finish, or that rounds to no limit, is refused).
 fn parse_mb_s(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
-        _ => Err(format!(
-            "--max-mb-s {s:?}: a positive number of MB/s (10^6 bytes per second), e.g. 50"
-        )),
-    }
+    let v = s.parse::<f64>().map_err(|_| {
+        format!("--max-mb-s {s:?}: a number of MB/s (10^6 bytes per second), e.g. 50")
+    })?;
+    backup::max_bytes_per_sec("--max-mb-s", v)?;
+    Ok(v)
+}
+
+/// A `--max-mb-s` that `parse_mb_s` accepted, in bytes per second.
+fn mb_s_to_bytes(v: f64) -> u64 {
+    backup::max_bytes_per_sec("--max-mb-s", v).unwrap_or(0)
 }
 
 #[tokio::main]
@@ -230,7 +235,7 @@ async fn main() -> anyhow::Result<()> {
                 knobs,
             } => {
                 let opts = RunOptions {
-                    max_bytes_per_sec: max_mb_s.map_or(0, |v| (v * 1e6) as u64),
+                    max_bytes_per_sec: max_mb_s.map_or(0, mb_s_to_bytes),
                     ..run_options()
                 };
                 backup::create_with(&mut meta, &to, id, &knobs.knobs(), &opts, &mut out).await?;
@@ -252,7 +257,7 @@ async fn main() -> anyhow::Result<()> {
         } => {
             let opts = RunOptions {
                 database,
-                max_bytes_per_sec: max_mb_s.map_or(0, |v| (v * 1e6) as u64),
+                max_bytes_per_sec: max_mb_s.map_or(0, mb_s_to_bytes),
                 ..run_options()
             };
             backup::restore_with(&mut meta, &from, id, &knobs.knobs(), &opts, &mut out).await?;

@@ -70,14 +70,25 @@ pub struct ShardhouseBackupSpec {
     /// No new runs while true; a run in progress finishes.
     #[serde(default)]
     pub suspend: bool,
-    /// Shards backed up at once (bounds the cluster-wide I/O).
+    /// Shards backed up at once, cluster-wide (bounds the cluster-wide
+    /// I/O; a node works on at most this many of its shards at once).
     #[serde(default = "default_parallel_shards")]
     #[schemars(range(min = 1, max = 64))]
     pub parallel_shards: u32,
-    /// Files each node uploads at once.
+    /// Files each node reads, hashes and uploads at once per shard. With
+    /// parallelShards it bounds the CPU a backup takes: at most
+    /// parallelShards x jobs files are hashed at once on a node (there is
+    /// no compression: the parts are compressed already).
     #[serde(default = "default_transfer_jobs")]
     #[schemars(range(min = 1, max = 64))]
     pub jobs: u32,
+    /// Upload rate limit of each node in MB/s (10^6 bytes per second),
+    /// shared by the shards it backs up at once, as `shardhouse-ctl backup
+    /// create --max-mb-s`; 0 or absent: none, otherwise at least 0.1.
+    /// Files already at the destination are read and hashed unpaced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub max_mb_per_second: Option<f64>,
 }
 
 fn default_parallel_shards() -> u32 {
@@ -200,14 +211,22 @@ pub struct ShardhouseRestoreSpec {
     /// A Secret with `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credentials_secret: Option<String>,
-    /// Shards restored at once.
+    /// Shards restored at once, cluster-wide.
     #[serde(default = "default_parallel_shards")]
     #[schemars(range(min = 1, max = 64))]
     pub parallel_shards: u32,
-    /// Files each node downloads at once.
+    /// Files each node downloads and checks at once per shard: with
+    /// parallelShards it bounds the CPU (at most parallelShards x jobs
+    /// checksums computed at once on a node).
     #[serde(default = "default_transfer_jobs")]
     #[schemars(range(min = 1, max = 64))]
     pub jobs: u32,
+    /// Download rate limit of each node in MB/s (10^6 bytes per second),
+    /// shared by the shards it restores at once, as `shardhouse-ctl
+    /// restore --max-mb-s`; 0 or absent: none, otherwise at least 0.1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub max_mb_per_second: Option<f64>,
 }
 
 /// Where a restore stands.
