@@ -63,6 +63,9 @@ pub struct RouterOptions {
     pub query_max_points: usize,
     /// Deadline of one `/query` request.
     pub query_timeout_ms: u64,
+    /// Memory for the InfluxQL cache of settled `GROUP BY time()` buckets
+    /// (a dashboard refresh reads only the newest buckets); 0 turns it off.
+    pub query_cache_mb: usize,
 }
 
 /// Default `max_shard_rpcs`.
@@ -97,6 +100,7 @@ impl Default for RouterOptions {
             retry_after_secs: 1,
             query_max_points: 10_000_000,
             query_timeout_ms: 60_000,
+            query_cache_mb: 64,
         }
     }
 }
@@ -161,6 +165,10 @@ pub struct Flags {
     pub query_max_points: Option<usize>,
     #[arg(long, env = "SHARDHOUSE_ROUTER_QUERY_TIMEOUT_MS")]
     pub query_timeout_ms: Option<u64>,
+    /// MiB for cached settled buckets of `GROUP BY time()` statements; 0
+    /// turns the cache off.
+    #[arg(long, env = "SHARDHOUSE_ROUTER_QUERY_CACHE_MB")]
+    pub query_cache_mb: Option<usize>,
 }
 
 impl RouterOptions {
@@ -199,7 +207,8 @@ impl RouterOptions {
             series_cache_entries,
             request_timeout_ms,
             query_max_points,
-            query_timeout_ms;
+            query_timeout_ms,
+            query_cache_mb;
             optional: tokens_file, cluster_token_file, tls_cert_file, tls_key_file
         );
         o.validate()?;

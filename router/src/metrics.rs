@@ -148,6 +148,32 @@ pub static TLS_EVENTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     ))
 });
 
+/// The InfluxQL cache of settled buckets (read/influx/cache.rs).
+pub static QUERY_CACHE_HITS: LazyLock<IntCounter> = LazyLock::new(|| {
+    must!(register_int_counter!(
+        "shardhouse_router_query_cache_hits_total",
+        "GROUP BY time() statements answered from cached settled buckets plus the newest ones"
+    ))
+});
+pub static QUERY_CACHE_MISSES: LazyLock<IntCounter> = LazyLock::new(|| {
+    must!(register_int_counter!(
+        "shardhouse_router_query_cache_misses_total",
+        "Cacheable statements with no usable cached buckets (read in full)"
+    ))
+});
+pub static QUERY_CACHE_INVALIDATIONS: LazyLock<IntCounter> = LazyLock::new(|| {
+    must!(register_int_counter!(
+        "shardhouse_router_query_cache_invalidations_total",
+        "Cached buckets dropped because a shard's change mark moved (late write, delete, drop, retention) or another replica answered"
+    ))
+});
+pub static QUERY_CACHE_BYTES: LazyLock<IntGauge> = LazyLock::new(|| {
+    must!(register_int_gauge!(
+        "shardhouse_router_query_cache_bytes",
+        "Bytes held by the InfluxQL cache of settled buckets (at most query_cache_mb)"
+    ))
+});
+
 /// Registers every metric so `/metrics` lists them before first use.
 pub static CQ_RUNS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     must!(register_int_counter_vec!(
@@ -184,6 +210,10 @@ pub fn init() {
     LazyLock::force(&SERIES_CACHE_ENTRIES);
     LazyLock::force(&SERIES_CACHE_CLEARS);
     LazyLock::force(&TLS_EVENTS);
+    LazyLock::force(&QUERY_CACHE_HITS);
+    LazyLock::force(&QUERY_CACHE_MISSES);
+    LazyLock::force(&QUERY_CACHE_INVALIDATIONS);
+    LazyLock::force(&QUERY_CACHE_BYTES);
 }
 
 /// Prometheus text of the default registry.

@@ -196,6 +196,7 @@ impl Engine {
         }
         self.inner.sync_parts()?;
         st.lock_known_series().clear();
+        self.inner.marks.bump_shard(shard);
         Ok(())
     }
 }

@@ -89,6 +89,8 @@ pub(crate) struct Inner {
     pub(crate) shutdown: AtomicBool,
     /// The data directory, held open for `syncfs`.
     pub(crate) data_dir: std::fs::File,
+    /// What routers' caches of settled buckets check (change_marks.rs).
+    pub(crate) marks: crate::change_marks::ChangeMarks,
 }
 
 /// The node's embedded engine. `Send + Sync`; share it as `Arc<Engine>`.

@@ -209,7 +209,12 @@ impl Inner {
         let schema = ipc::points_schema(&cols);
         let aligned = align_all(&tb.batches, &schema)?;
         self.note_rewrites(conn, st, id, &chdb, &aligned)?;
-        ingest_concat(conn, &chdb, &id.table, &schema, &aligned)
+        ingest_concat(conn, &chdb, &id.table, &schema, &aligned)?;
+        // After the insert: a read that took the old mark may cache
+        // without these points, and sees the mark move next time.
+        self.marks
+            .note_flushed(st.shard(), &id.database, &id.table, &aligned);
+        Ok(())
     }
 
     /// Records the rows a fact-table insert is about to write (before it:

@@ -13,6 +13,7 @@ mod apply;
 pub mod backup;
 mod buffer;
 pub mod catalog;
+pub mod change_marks;
 mod columns;
 pub mod damage;
 mod ddl;

@@ -126,6 +126,7 @@ impl Engine {
             flush_tx,
             shutdown: AtomicBool::new(false),
             data_dir,
+            marks: crate::change_marks::ChangeMarks::new(),
         });
         inner.check_layout()?;
         inner.load_state()?;

@@ -269,7 +269,13 @@ impl Inner {
         // A drop or delete may remove `_series` rows: what this replica
         // believed it holds is stale from here (even if the op fails).
         st.lock_known_series().clear();
-        self.run_op(&mut conn, &st, index, op)?;
+        let ran = self.run_op(&mut conn, &st, index, op);
+        // Done or not, the op may have changed what settled buckets hold.
+        match op_database(op) {
+            Some(database) => self.marks.bump_database(shard, database),
+            None => self.marks.bump_shard(shard),
+        }
+        ran?;
         self.ensure_shard(&mut conn, &st)?;
         self.sync_parts()?;
         flush::write_flushed(&mut conn, st.db(), index)?;
@@ -503,6 +509,7 @@ impl Inner {
                             layout::literal(&id)
                         ))?;
                         dropped += 1;
+                        self.marks.bump_table(st.shard(), &name, table);
                         // A dropped day no longer holds duplicates.
                         let tid = crate::layout::TableId::new(&name, table);
                         let ledger = st

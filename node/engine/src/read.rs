@@ -6,6 +6,7 @@ use std::sync::Arc;
 use arrow_array::{ArrayRef, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
 
+use crate::change_marks::ChangeMark;
 use crate::columns::strings;
 use crate::engine::Engine;
 use crate::error::{EngineError, Result};
@@ -44,7 +45,7 @@ impl Engine {
             .map_err(|e| EngineError::InvalidQuery(engine_message(e)))?;
         let lines: Vec<String> = ast.iter().flat_map(|b| strings(b, 0)).collect();
         read_guard::check_ast(&lines).map_err(|r| EngineError::QueryRefused(r.0))?;
-        self.read(&mut conn, shard, database, &formatted)
+        Ok(self.read(&mut conn, shard, database, &formatted)?.0)
     }
 
     /// Runs a statement the router planned itself (InfluxQL `/query`): as
@@ -54,6 +55,17 @@ impl Engine {
     /// own parse, which costs two engine round trips per statement; the
     /// connection is `readonly` either way.
     pub fn query_planned(&self, shard: u32, database: &str, sql: &str) -> Result<Vec<RecordBatch>> {
+        Ok(self.query_planned_marked(shard, database, sql)?.0)
+    }
+
+    /// [`Engine::query_planned`], with the change mark of the tables the
+    /// statement reads (change_marks.rs), taken after the pre-read flush.
+    pub fn query_planned_marked(
+        &self,
+        shard: u32,
+        database: &str,
+        sql: &str,
+    ) -> Result<(Vec<RecordBatch>, ChangeMark)> {
         let checked =
             shardhouse_common::sql_check::check_select(sql).map_err(EngineError::QueryRefused)?;
         let mut conn = self.inner.readers.get();
@@ -107,20 +119,25 @@ impl Engine {
     }
 
     /// Flushes what `sql` reads, refuses failing tables, then runs `sql`
-    /// (already checked) in the shard's database.
+    /// (already checked) in the shard's database; with the change mark of
+    /// what it reads, taken between the flush and the read.
     fn read(
         &self,
         conn: &mut crate::pool::Conn,
         shard: u32,
         database: &str,
         formatted: &str,
-    ) -> Result<Vec<RecordBatch>> {
+    ) -> Result<(Vec<RecordBatch>, ChangeMark)> {
         let st = self.inner.shards.get(shard);
         if let Some(st) = &st {
             self.inner.refuse_damaged(st)?;
             self.flush_what_is_read(st, shard, database, formatted);
             refuse_failing_tables(st, shard, database, formatted)?;
         }
+        let mark = self
+            .inner
+            .marks
+            .mark(shard, database, |t| mentions(formatted, t));
         let exists = st.as_ref().is_some_and(|st| {
             st.is_created() && (database.is_empty() || st.lock_databases().contains_key(database))
         });
@@ -140,7 +157,8 @@ impl Engine {
         } else {
             layout::data_db(shard, database)
         };
-        self.run_read(conn, st.as_ref(), shard, database, &db, formatted)
+        let rows = self.run_read(conn, st.as_ref(), shard, database, &db, formatted)?;
+        Ok((rows, mark))
     }
 
     /// Flushes the shard's buffered rows if `formatted` reads them. A

@@ -120,6 +120,7 @@ impl Engine {
         st.set_flushed(flushed_index);
         st.set_applied(flushed_index);
         self.inner.clear_damage(&st);
+        self.inner.marks.bump_shard(shard);
         Ok(())
     }
 
@@ -170,6 +171,7 @@ impl Inner {
         st.write_catalog().clear();
         st.lock_known_series().clear();
         st.lock_rewrites().clear();
+        self.marks.bump_shard(st.shard());
         Ok(())
     }
 }

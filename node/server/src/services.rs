@@ -196,14 +196,21 @@ impl proto::node_server::Node for NodeService {
             .await
             .map_err(|e| status::to_tonic_status(&e))?;
         let engine = Arc::clone(&self.ctx.engine);
-        let batches = tokio::task::spawn_blocking(move || {
+        // Planned statements carry their tables' change mark (routers'
+        // caches of settled buckets check it); the others none.
+        let (batches, mark) = tokio::task::spawn_blocking(move || {
             if req.catalog {
                 let table = Some(req.catalog_table.as_str()).filter(|t| !t.is_empty());
-                engine.catalog_fields(req.shard, &req.database, table)
+                Ok::<_, shardhouse_engine::EngineError>((
+                    engine.catalog_fields(req.shard, &req.database, table)?,
+                    None,
+                ))
             } else if req.planned {
-                engine.query_planned(req.shard, &req.database, &req.sql)
+                let (rows, mark) =
+                    engine.query_planned_marked(req.shard, &req.database, &req.sql)?;
+                Ok((rows, Some(mark)))
             } else {
-                engine.query(req.shard, &req.database, &req.sql)
+                Ok((engine.query(req.shard, &req.database, &req.sql)?, None))
             }
         })
         .await
@@ -215,7 +222,11 @@ impl proto::node_server::Node for NodeService {
             .map_or_else(|| Arc::new(arrow_schema::Schema::empty()), |b| b.schema());
         let result_ipc =
             wire::encode_stream(&schema, &batches).map_err(|e| Status::internal(e.to_string()))?;
-        Ok(Response::new(QueryResponse { result_ipc }))
+        Ok(Response::new(QueryResponse {
+            result_ipc,
+            change_mark: mark.map_or(0, |m| m.mark),
+            engine_epoch: mark.map_or(0, |m| m.epoch),
+        }))
     }
 }
 

@@ -10,6 +10,26 @@ use tokio::time::Instant;
 use crate::cluster::Cluster;
 use crate::error::{Error, Result};
 
+/// What a shard's engine said of the tables a planned statement read
+/// (node/engine/src/change_marks.rs): an InfluxQL cache of settled buckets
+/// reuses them while this reads the same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShardMark {
+    /// The shard has no such table: it answered no rows.
+    NoTable,
+    /// The answering engine's epoch and mark.
+    Seen { epoch: u64, mark: u64 },
+    /// The node sent none (an older node): nothing may be cached.
+    Unknown,
+}
+
+impl ShardMark {
+    /// Whether an answer with this mark may be cached.
+    pub fn is_known(&self) -> bool {
+        !matches!(self, ShardMark::Unknown)
+    }
+}
+
 /// The request for one SQL statement on `shard`.
 fn statement(database: &str, shard: u32, sql: &str, planned: bool) -> QueryRequest {
     QueryRequest {
@@ -113,6 +133,19 @@ impl Cluster {
         self.read_shard(database, shard, sql, true, deadline).await
     }
 
+    /// [`Cluster::planned_shard`], with the shard's change mark of the
+    /// tables the statement read.
+    pub async fn planned_shard_marked(
+        &self,
+        database: &str,
+        shard: u32,
+        sql: &str,
+        deadline: Instant,
+    ) -> Result<(Vec<u8>, ShardMark)> {
+        self.on_a_replica_marked(statement(database, shard, sql, true), deadline)
+            .await
+    }
+
     async fn read_shard(
         &self,
         database: &str,
@@ -128,6 +161,15 @@ impl Cluster {
     /// Sends `req` to one replica of its shard (leader first, the others on
     /// failure) and returns the Arrow IPC answer.
     async fn on_a_replica(&self, req: QueryRequest, deadline: Instant) -> Result<Vec<u8>> {
+        Ok(self.on_a_replica_marked(req, deadline).await?.0)
+    }
+
+    /// [`Cluster::on_a_replica`], with the answer's change mark.
+    async fn on_a_replica_marked(
+        &self,
+        req: QueryRequest,
+        deadline: Instant,
+    ) -> Result<(Vec<u8>, ShardMark)> {
         let shard = req.shard;
         let map = self.shard_map()?;
         let mut target = self.first_target(&map, shard)?;
@@ -150,14 +192,24 @@ impl Cluster {
             let mut call = tonic::Request::new(req.clone());
             call.set_timeout(deadline - now);
             let s = match self.node_client(&target.1)?.query(call).await {
-                Ok(r) => return Ok(r.into_inner().result_ipc),
+                Ok(r) => {
+                    let r = r.into_inner();
+                    let mark = match r.engine_epoch {
+                        0 => ShardMark::Unknown,
+                        epoch => ShardMark::Seen {
+                            epoch,
+                            mark: r.change_mark,
+                        },
+                    };
+                    return Ok((r.result_ipc, mark));
+                }
                 Err(s) => s,
             };
             match (Missing::of(&s), s.code()) {
                 // A shard that has not received a point of this
                 // measurement yet has no database or table: it
                 // contributes no rows (empty bytes), not an error.
-                (Some(Missing::Table), _) => return Ok(Vec::new()),
+                (Some(Missing::Table), _) => return Ok((Vec::new(), ShardMark::NoTable)),
                 (Some(Missing::Column), _) => {
                     return Err(Error::UnknownColumn {
                         shard,

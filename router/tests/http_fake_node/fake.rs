@@ -225,7 +225,10 @@ impl Node for FakeNode {
             }
             w.finish().unwrap();
         }
-        Ok(tonic::Response::new(QueryResponse { result_ipc: out }))
+        Ok(tonic::Response::new(QueryResponse {
+            result_ipc: out,
+            ..Default::default()
+        }))
     }
 }
 

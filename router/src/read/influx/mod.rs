@@ -5,6 +5,7 @@
 //! statements onto the shards (docs/api.md, "/query").
 
 mod bounds;
+mod cache;
 mod fetch;
 mod fields;
 mod into;

@@ -235,6 +235,7 @@ async fn one_measurement(
         pushed,
         grouped_by_tags: !dims.is_empty(),
         max_points: ctx.max_points,
+        exclude: None,
     };
     let shards = facts.fetch(ctx, database).await?;
     let rows = merge::Rows::new(measurement, series.as_ref(), &planned.slots, &dims);

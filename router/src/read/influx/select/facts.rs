@@ -8,9 +8,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use arrow_array::RecordBatch;
 use shardhouse_common::names::sql_ident;
+use shardhouse_eval::Interval;
 use shardhouse_influxql::time::TimeRange;
 use shardhouse_influxql::{Expr, VarRef};
 
+use super::super::cache::{self, ShardPart};
 use super::super::fetch;
 use super::super::fields::{Plan, Planned, Slot};
 use super::super::pushdown;
@@ -18,8 +20,10 @@ use super::super::sqlgen::{self, FactQuery, Ref};
 use super::super::Ctx;
 use super::{Schema, Shape};
 use crate::error::{Error, Result};
+use crate::metrics;
 
 /// What the shards' statements are made of.
+#[derive(Clone, Copy)]
 pub(super) struct Facts<'a> {
     pub measurement: &'a str,
     pub schema: &'a Schema,
@@ -33,41 +37,117 @@ pub(super) struct Facts<'a> {
     pub grouped_by_tags: bool,
     /// The router's `query_max_points`.
     pub max_points: usize,
+    /// Buckets `[lo, hi)` not to read: the cache holds them (cache.rs).
+    pub exclude: Option<(i64, i64)>,
 }
+
+/// Each shard's rows and change mark.
+type Answers = BTreeMap<u32, ShardPart>;
 
 impl Facts<'_> {
     /// Each shard's answer (in shard order), at most `max_points` rows in
-    /// all.
+    /// all; settled buckets from the cache when the statement may use it.
     pub async fn fetch(&self, ctx: &Ctx<'_>, database: &str) -> Result<Vec<Vec<RecordBatch>>> {
+        let answers = match self.cache_interval(ctx) {
+            Some(iv) => self.fetch_cached(ctx, database, iv).await?,
+            None => self.answers(ctx, database).await?,
+        };
+        let shards: Vec<Vec<RecordBatch>> = answers.into_values().map(|p| p.rows).collect();
+        let points: usize = shards.iter().flatten().map(|b| b.num_rows()).sum();
+        if points > self.max_points {
+            return Err(Error::statement(format!(
+                "the statement reads more than {} points (the router's --query-max-points); narrow the time range or the series, or aggregate with GROUP BY time()",
+                self.max_points
+            )));
+        }
+        Ok(shards)
+    }
+
+    /// Each shard's rows and change mark.
+    async fn answers(&self, ctx: &Ctx<'_>, database: &str) -> Result<Answers> {
         let mut sqls = BTreeMap::new();
         for shard in self.schema.per_shard.keys() {
             sqls.insert(*shard, self.sql(*shard)?);
         }
         let answers = futures::future::join_all(sqls.iter().map(|(shard, sql)| async move {
-            let ipc = ctx
+            let (ipc, mark) = ctx
                 .router
                 .cluster
-                .planned_shard(database, *shard, sql, ctx.deadline)
+                .planned_shard_marked(database, *shard, sql, ctx.deadline)
                 .await?;
-            Ok::<_, Error>((*shard, ipc))
+            let rows = fetch::decode(*shard, ipc)?;
+            Ok::<_, Error>((*shard, ShardPart { mark, rows }))
         }))
         .await
         .into_iter()
         .collect::<Result<Vec<_>>>()?;
-        let mut shards: Vec<Vec<RecordBatch>> = Vec::with_capacity(answers.len());
-        let mut points = 0usize;
-        for (shard, ipc) in answers {
-            let batches = fetch::decode(shard, ipc)?;
-            points += batches.iter().map(|b| b.num_rows()).sum::<usize>();
-            if points > self.max_points {
-                return Err(Error::statement(format!(
-                    "the statement reads more than {} points (the router's --query-max-points); narrow the time range or the series, or aggregate with GROUP BY time()",
-                    self.max_points
-                )));
+        Ok(answers.into_iter().collect())
+    }
+
+    /// The interval whose settled buckets may be cached: partial
+    /// aggregates per bucket over a bounded range, with the cache on.
+    fn cache_interval(&self, ctx: &Ctx<'_>) -> Option<Interval> {
+        let on = ctx.router.options.query_cache_mb > 0;
+        let bounded = self.read.has_start() && self.read.has_end();
+        self.shape.interval.filter(|_| on && self.pushed && bounded)
+    }
+
+    /// [`Facts::answers`] with the settled buckets the cache holds for
+    /// this statement (when every shard's mark still reads the same), and
+    /// the cache brought up to date.
+    async fn fetch_cached(&self, ctx: &Ctx<'_>, database: &str, iv: Interval) -> Result<Answers> {
+        let key = self.cache_key(ctx, database)?;
+        let settled = ctx.now.min(wall_clock_ns()) - cache::ROUTER_LAG_NS;
+        let cached = cache::lookup(&key, ctx.router.options.query_cache_mb);
+        let usable = cached
+            .as_ref()
+            .and_then(|e| cache::usable_span(e.lo, e.hi, self.read, iv).map(|s| (e, s)));
+        if let Some((entry, span)) = usable {
+            let rest = Facts {
+                exclude: Some(span),
+                ..*self
+            };
+            let mut fresh = rest.answers(ctx, database).await?;
+            let marks = fresh.iter().map(|(s, p)| (*s, p.mark)).collect();
+            if cache::marks_agree(&entry.shards, &marks) {
+                metrics::QUERY_CACHE_HITS.inc();
+                for (shard, part) in &mut fresh {
+                    if let Some(held) = entry.shards.get(shard) {
+                        part.rows
+                            .extend(cache::rows_within(&held.rows, span.0, span.1));
+                    }
+                }
+                cache::store(&key, cache::entry_of(&fresh, self.read, iv, settled));
+                return Ok(fresh);
             }
-            shards.push(batches);
+            metrics::QUERY_CACHE_INVALIDATIONS.inc();
+            cache::store(&key, None);
         }
-        Ok(shards)
+        metrics::QUERY_CACHE_MISSES.inc();
+        let full = self.answers(ctx, database).await?;
+        cache::store(&key, cache::entry_of(&full, self.read, iv, settled));
+        Ok(full)
+    }
+
+    /// The cache key: every shard's statement over a fixed range (so only
+    /// the range is left out), the cluster, database and shard map epoch.
+    fn cache_key(&self, ctx: &Ctx<'_>, database: &str) -> Result<String> {
+        let template = Facts {
+            read: TimeRange { start: 1, end: 2 },
+            exclude: None,
+            ..*self
+        };
+        let mut sqls = BTreeMap::new();
+        for shard in self.schema.per_shard.keys() {
+            sqls.insert(*shard, template.sql(*shard)?);
+        }
+        let epoch = ctx.router.cluster.shard_map()?.epoch;
+        Ok(cache::key(
+            &ctx.router.options.cluster,
+            database,
+            epoch,
+            &sqls,
+        ))
     }
 
     /// The statement for `shard`: its points (slot `i` as column `s{i}`,
@@ -98,6 +178,11 @@ impl Facts<'_> {
             .as_ref()
             .map(|c| sqlgen::condition_sql(c, &resolve_condition))
             .transpose()?;
+        let field_sql = match (field_sql, self.exclude) {
+            (c, None) => c,
+            (None, Some(span)) => Some(excluded_sql(span)),
+            (Some(c), Some(span)) => Some(format!("({c}) AND {}", excluded_sql(span))),
+        };
         let inner = sqlgen::fact_sql(&FactQuery {
             measurement: self.measurement,
             samples: self.schema.samples,
@@ -159,4 +244,18 @@ impl Facts<'_> {
         }
         aggs
     }
+}
+
+/// The points outside buckets `[lo, hi)` (those the cache holds).
+fn excluded_sql((lo, hi): (i64, i64)) -> String {
+    format!(
+        "(time < fromUnixTimestamp64Nano(toInt64({lo})) OR time >= fromUnixTimestamp64Nano(toInt64({hi})))"
+    )
+}
+
+/// The router's clock in nanoseconds.
+fn wall_clock_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(i64::MAX, |d| d.as_nanos() as i64)
 }
