@@ -293,6 +293,19 @@ expect_refused "truncated manifest" "backups/b1.manifest" ctl restore --from "$D
 cp "$TMP/b1.manifest" "$manifest"
 passed "truncated manifest refused"
 
+# Same length, one digit of shard 0's commit index changed (a hand edit):
+# the checksum trailer no longer matches the body.
+python3 - "$TMP/b1.manifest" "$manifest" <<'EOF'
+import re, sys
+t = open(sys.argv[1]).read()
+m = re.search(r'"commit_index":\s*(\d)', t)
+d = "2" if m.group(1) == "1" else "1"
+open(sys.argv[2], "w").write(t[:m.start(1)] + d + t[m.end(1):])
+EOF
+expect_refused "altered manifest" "backups/b1.manifest.*altered" ctl restore --from "$DEST" --backup b1
+cp "$TMP/b1.manifest" "$manifest"
+passed "altered manifest refused"
+
 # Shard 0's first object, changed in place: shard 0 is restored first
 # (--parallel-shards 1) and is checked before anything is attached.
 object=$(python3 -c "
