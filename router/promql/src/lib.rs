@@ -17,4 +17,6 @@ pub use async_trait::async_trait;
 pub use engine::{Engine, EngineOptions, QueryValue, RangeSeries};
 pub use error::{Error, Result};
 pub use labels::Labels;
-pub use source::{LabelMatcher, MatchKind, MemorySource, SampleSource, Series};
+pub use source::{
+    Grid, LabelMatcher, MatchKind, MemorySource, Needed, SampleSource, Selection, Series,
+};

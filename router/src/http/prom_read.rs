@@ -25,7 +25,7 @@ use shardhouse_common::prom_proto::{
     label_matcher, read_request, Label, LabelMatcher as WireMatcher, Query, QueryResult,
     ReadRequest, ReadResponse, Sample, TimeSeries,
 };
-use shardhouse_promql::{LabelMatcher, MatchKind, SampleSource, Series};
+use shardhouse_promql::{LabelMatcher, MatchKind, SampleSource, Selection, Series};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -161,7 +161,7 @@ pub(crate) async fn read_prom(
     };
     let mut results = Vec::with_capacity(queries.len());
     for (matchers, start, end) in queries {
-        match source.select(&matchers, start, end).await {
+        match source.select(&Selection::all(matchers, start, end)).await {
             Ok(series) => results.push(series),
             Err(e) => {
                 return error_response(

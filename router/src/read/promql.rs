@@ -12,7 +12,9 @@ use arrow_array::types::{Int64Type, UInt64Type};
 use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_schema::DataType;
 use shardhouse_promql::labels::METRIC_NAME;
-use shardhouse_promql::{LabelMatcher, Labels, MatchKind, SampleSource, Series};
+use shardhouse_promql::{
+    Grid, LabelMatcher, Labels, MatchKind, Needed, SampleSource, Selection, Series,
+};
 use tokio::time::Instant;
 
 use crate::error::Error;
@@ -85,13 +87,49 @@ fn time_condition(start_ms: i64, end_ms: i64) -> String {
     )
 }
 
-fn samples_sql(cond: &str, start_ms: i64, end_ms: i64) -> String {
-    // The value's bits, so that a stale marker (one NaN among many) stays
-    // recognisable.
-    format!(
-        "SELECT series_id, toUnixTimestamp64Milli(time) AS t, reinterpretAsUInt64(ifNull(value, nan)) AS bits FROM _samples FINAL WHERE series_id IN (SELECT series_id FROM _series WHERE {cond}) AND {} ORDER BY series_id, time",
-        time_condition(start_ms, end_ms)
-    )
+/// A signed literal, parenthesised so that it can follow a minus sign.
+fn num(n: i64) -> String {
+    format!("({n})")
+}
+
+/// The samples of a selection, as `(series_id, t, bits)` rows: the value's
+/// bits, so that a stale marker (one NaN among many) stays recognisable.
+/// Only what the engine will look at is read (see [`Needed`]), and at most
+/// one row past the query's remaining sample budget, so that a query over
+/// the limit is refused without being held in memory.
+pub fn samples_sql(cond: &str, sel: &Selection) -> String {
+    let ids = format!("series_id IN (SELECT series_id FROM _series WHERE {cond})");
+    let limit = match sel.limit {
+        usize::MAX => String::new(),
+        n => format!(" LIMIT {}", n + 1),
+    };
+    let end = |grid: &Grid| sel.end_ms.min(grid.last());
+    match sel.needed {
+        Needed::All => format!(
+            "SELECT series_id, toUnixTimestamp64Milli(time) AS t, reinterpretAsUInt64(ifNull(value, nan)) AS bits FROM _samples FINAL WHERE {ids} AND {} ORDER BY series_id, time{limit}",
+            time_condition(sel.start_ms, sel.end_ms)
+        ),
+        // Windows with gaps between them: a sample is in one when the
+        // distance to the next reference time at or after it is at most
+        // the range.
+        Needed::Windows { grid, range } => format!(
+            "SELECT series_id, toUnixTimestamp64Milli(time) AS t, reinterpretAsUInt64(ifNull(value, nan)) AS bits FROM _samples FINAL WHERE {ids} AND {} AND ({} - toUnixTimestamp64Milli(time)) % {} <= {range} ORDER BY series_id, time{limit}",
+            time_condition(sel.start_ms, end(&grid)),
+            num(grid.last()),
+            grid.step,
+        ),
+        // The newest sample of each step interval k (0 up to the first
+        // reference time, else r[k-1] < t <= r[k]), kept only when it is
+        // within the lookback of r[k]: what `Needed::keep` computes.
+        Needed::NewestPerStep { grid, lookback } => {
+            let first = num(grid.first);
+            format!(
+                "SELECT series_id, max(ts) AS t, argMax(b, time) AS bits FROM (SELECT series_id, time, toUnixTimestamp64Milli(time) AS ts, reinterpretAsUInt64(ifNull(value, nan)) AS b, if(ts <= {first}, 0, intDiv(ts - {first} - 1, {step}) + 1) AS k FROM _samples FINAL WHERE {ids} AND {}) GROUP BY series_id, k HAVING t >= {first} + k * {step} - {lookback}{limit}",
+                time_condition(sel.start_ms, end(&grid)),
+                step = grid.step,
+            )
+        }
+    }
 }
 
 fn text(col: &ArrayRef, row: usize) -> String {
@@ -208,20 +246,22 @@ impl ShardSamples<'_> {
 
 #[shardhouse_promql::async_trait]
 impl SampleSource for ShardSamples<'_> {
-    async fn select(
-        &self,
-        matchers: &[LabelMatcher],
-        start_ms: i64,
-        end_ms: i64,
-    ) -> shardhouse_promql::Result<Vec<Series>> {
+    async fn select(&self, sel: &Selection) -> shardhouse_promql::Result<Vec<Series>> {
         // The series' labels and their samples are two statements per
         // shard, independent of each other: both are sent at once, so a
         // selector costs one round trip of latency, not two.
-        let sql = samples_sql(&series_condition(matchers), start_ms, end_ms);
+        let sql = samples_sql(&series_condition(&sel.matchers), sel);
         let (mut series, answers) =
-            tokio::try_join!(self.series(matchers, None), self.each_shard(&sql))?;
+            tokio::try_join!(self.series(&sel.matchers, None), self.each_shard(&sql))?;
         if series.is_empty() {
             return Ok(Vec::new());
+        }
+        let rows: usize = answers
+            .iter()
+            .flat_map(|(_, batches)| batches.iter().map(RecordBatch::num_rows))
+            .sum();
+        if rows > sel.limit {
+            return Err(shardhouse_promql::Error::TooManySamples);
         }
         let mut samples: HashMap<(u32, u64), Vec<(i64, f64)>> = HashMap::new();
         for (shard, batches) in answers {
@@ -274,5 +314,95 @@ mod tests {
             l.to_string(),
             r#"{__name__="up", instance="a:1", job="demo"}"#
         );
+    }
+
+    fn selection(needed: Needed, start_ms: i64, end_ms: i64) -> Selection {
+        Selection {
+            matchers: vec![LabelMatcher::new(MatchKind::Equal, "__name__", "up").unwrap()],
+            start_ms,
+            end_ms,
+            needed,
+            limit: 1000,
+        }
+    }
+
+    #[test]
+    fn every_sample_when_all_are_needed_up_to_the_limit() {
+        let sql = samples_sql("measurement = 'up'", &selection(Needed::All, 5, 90));
+        assert!(sql.contains("toUnixTimestamp64Milli(time) AS t"), "{sql}");
+        assert!(
+            sql.contains("fromUnixTimestamp64Milli(toInt64(5))"),
+            "{sql}"
+        );
+        assert!(
+            sql.contains("fromUnixTimestamp64Milli(toInt64(90))"),
+            "{sql}"
+        );
+        assert!(
+            sql.ends_with("ORDER BY series_id, time LIMIT 1001"),
+            "one row past the budget tells the router the query is over it: {sql}"
+        );
+        assert!(!sql.contains("GROUP BY"), "{sql}");
+    }
+
+    #[test]
+    fn instant_selectors_keep_the_newest_sample_per_step() {
+        // Steps at 1,000,000 + k * 60,000 ms (k < 10), lookback 5 min: the
+        // read stops at the last step, not at the query's end.
+        let grid = Grid::new(1_000_000, 60_000, 10);
+        let needed = Needed::NewestPerStep {
+            grid,
+            lookback: 300_000,
+        };
+        let sql = samples_sql("1", &selection(needed, 700_000, 1_600_000));
+        assert!(sql.contains("argMax(b, time) AS bits"), "{sql}");
+        assert!(sql.contains("max(ts) AS t"), "{sql}");
+        assert!(
+            sql.contains("if(ts <= (1000000), 0, intDiv(ts - (1000000) - 1, 60000) + 1) AS k"),
+            "{sql}"
+        );
+        assert!(sql.contains("GROUP BY series_id, k"), "{sql}");
+        assert!(
+            sql.contains("HAVING t >= (1000000) + k * 60000 - 300000"),
+            "{sql}"
+        );
+        assert!(sql.contains("toInt64(1540000)"), "last step: {sql}");
+        assert!(
+            sql.contains("reinterpretAsUInt64(ifNull(value, nan)) AS b"),
+            "stale markers keep their bits: {sql}"
+        );
+    }
+
+    #[test]
+    fn negative_reference_times_stay_valid_sql() {
+        // `x offset 1h` at t = 0: reference times before the epoch.
+        let grid = Grid::new(-3_600_000, 1, 1);
+        let needed = Needed::NewestPerStep {
+            grid,
+            lookback: 300_000,
+        };
+        let sql = samples_sql("1", &selection(needed, -3_900_000, -3_600_000));
+        assert!(
+            sql.contains("intDiv(ts - (-3600000) - 1, 1)"),
+            "parenthesised: {sql}"
+        );
+        assert!(sql.contains("toInt64(0)"), "clamped to the table: {sql}");
+    }
+
+    #[test]
+    fn range_selectors_with_gaps_read_only_their_windows() {
+        // rate(x[1m]) at a 10 min step: windows [r - 1m, r].
+        let grid = Grid::new(600_000, 600_000, 4);
+        let needed = Needed::Windows {
+            grid,
+            range: 60_000,
+        };
+        let sql = samples_sql("1", &selection(needed, 540_000, 2_500_000));
+        assert!(
+            sql.contains("((2400000) - toUnixTimestamp64Milli(time)) % 600000 <= 60000"),
+            "{sql}"
+        );
+        assert!(sql.contains("toInt64(2400000)"), "last window's end: {sql}");
+        assert!(sql.contains("ORDER BY series_id, time"), "{sql}");
     }
 }

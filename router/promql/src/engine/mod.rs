@@ -9,6 +9,8 @@ mod call;
 mod eval;
 pub mod functions;
 mod plan;
+#[cfg(test)]
+mod pushdown_tests;
 
 pub use aggregate::is_label_name;
 pub use plan::matchers_of as selector_matchers;
@@ -19,7 +21,7 @@ use std::sync::Arc;
 use promql_parser::parser;
 
 use crate::labels::Labels;
-use crate::source::SampleSource;
+use crate::source::{Grid, SampleSource};
 use crate::{Error, Result};
 
 /// Prometheus's stale marker: a NaN with this exact bit pattern ends a
@@ -147,8 +149,8 @@ impl Engine {
         time_ms: i64,
     ) -> Result<QueryValue> {
         let expr = parse_query_param(query)?;
-        let steps = vec![time_ms];
-        let value = self.run(source, &expr, time_ms, time_ms, steps).await?;
+        let grid = Grid::new(time_ms, 1, 1);
+        let value = self.run(source, &expr, time_ms, time_ms, grid).await?;
         Ok(eval::to_instant(value, time_ms))
     }
 
@@ -183,13 +185,9 @@ impl Engine {
                 "end timestamp must not be before start time".into(),
             ));
         }
-        let steps: Vec<i64> = (0..)
-            .map(|i| start_ms + i * step_ms)
-            .take_while(|t| *t <= end_ms)
-            .collect();
-        let value = self
-            .run(source, &expr, start_ms, end_ms, steps.clone())
-            .await?;
+        let grid = Grid::new(start_ms, step_ms, (end_ms - start_ms) / step_ms + 1);
+        let steps: Vec<i64> = (0..grid.count).map(|k| grid.at(k)).collect();
+        let value = self.run(source, &expr, start_ms, end_ms, grid).await?;
         eval::to_range(value, &steps)
     }
 
@@ -199,14 +197,20 @@ impl Engine {
         expr: &parser::Expr,
         start_ms: i64,
         end_ms: i64,
-        steps: Vec<i64>,
+        grid: Grid,
     ) -> Result<eval::Val> {
         let span = plan::Span {
             start: start_ms,
             end: end_ms,
         };
+        let steps: Vec<i64> = (0..grid.count).map(|k| grid.at(k)).collect();
         let mut wanted = Vec::new();
-        plan::selectors(expr, &self.options, span, span, &mut wanted)?;
+        let cx = plan::Context {
+            query: span,
+            span,
+            grid,
+        };
+        plan::selectors(expr, &self.options, cx, &mut wanted)?;
         let data = plan::fetch(source, &wanted, self.options.max_samples).await?;
         let ev = eval::Evaluator {
             data,
