@@ -21,7 +21,8 @@
 #  7. Cluster A is destroyed (processes stopped, data deleted).
 #  8. Cluster B: 2 nodes, RF=2, same shard count. Refusals first, each must
 #     leave B empty: a truncated manifest, a tampered part object.
-#  9. Restore b2; every point acknowledged before b2 started is found
+#  9. Restore b3 (b2 when b3 failed: then no backup taken across a kill -9
+#     exists); every point acknowledged before it started is found
 #     exactly once (shardhouse-loadtest verify); the later points the
 #     restored cluster holds are each there once and, per series, leave no
 #     acknowledged point out below the newest held (see "Later points"); a
@@ -254,6 +255,7 @@ passed "another cluster's destination refused"
 # --- kill -9 of a node during a backup ------------------------------------------
 # One shard at a time; node 1 dies once the first shard is stored, so the
 # others are backed up with a replica gone (or the backup fails).
+head -n "$(wc -l <"$TMP/steady.acks")" "$TMP/steady.acks" >"$TMP/steady-before-b3.acks"
 ctl backup create --to "$DEST" --id b3 --parallel-shards 1 >"$TMP/b3.out" 2>&1 &
 b3_pid=$!
 # Bounded by the ctl's own exit: it either prints a shard line or ends.
@@ -266,11 +268,15 @@ if wait "$b3_pid"; then
   shards_b3=$(ctl backup list --at "$DEST" | awk '$1 == "b3" { print $2 }')
   [ "$shards_b3" = "$SHARDS" ] || fail "b3's manifest names $shards_b3 shards, not $SHARDS"
   passed "backup b3 finished from the other replicas after a kill -9"
+  # Restored below: a backup taken across a kill -9 must hold every point
+  # acknowledged before it, like any other.
+  RESTORED=b3
 else
   cat "$TMP/b3.out" >&2
   grep -q "was not recorded" "$TMP/b3.out" || fail "b3 failed without saying it was not recorded"
   no_manifest b3 "b3 after a kill -9"
   passed "backup b3 failed clearly after a kill -9 and left no manifest"
+  RESTORED=b2
 fi
 ctl backup list --at "$DEST" >&2
 
@@ -321,7 +327,7 @@ cp "$TMP/object.orig" "$OBJECTS/$object"
 passed "tampered object refused"
 
 # restore --database of a database the backup does not hold: an error naming
-# it and the databases it holds, nothing restored (the restore of b2 below
+# it and the databases it holds, nothing restored (the restore below
 # needs B empty). Restoring only the named database is unit-tested
 # (shardhouse_backup::Manifest::select_database).
 expect_refused "restore of a database the backup lacks" 'holds no database "nope"' \
@@ -329,15 +335,16 @@ expect_refused "restore of a database the backup lacks" 'holds no database "nope
 passed "restore --database of a missing database refused"
 # (restore --database other: cluster C, at the end)
 
-# b2 is restored: it names parts merged since b1 by b1's parts when it
-# can (shardhouse_backup::merged), so this also restores those.
+# $RESTORED is restored: b3 and b2 are incremental and name parts merged
+# since the backup before by its parts when they can
+# (shardhouse_backup::merged), so this also restores those.
 # With a download limit of RESTORE_MB_S per node: each of B's 2 nodes holds
-# every shard (RF=2) and so downloads all of b2's bytes; the limiter lends
+# every shard (RF=2) and so downloads all of the backup's bytes; the limiter lends
 # one second of bytes, so the restore cannot take less than
 # (bytes - 1 s of bytes) / rate.
 RESTORE_MB_S=2
 restore_t0=$(date +%s.%N)
-ctl restore --from "$DEST" --backup b2 --max-mb-s "$RESTORE_MB_S" >"$TMP/restore.out" 2>&1 || {
+ctl restore --from "$DEST" --backup "$RESTORED" --max-mb-s "$RESTORE_MB_S" >"$TMP/restore.out" 2>&1 || {
   cat "$TMP/restore.out" >&2
   fail "restore failed"
 }
@@ -347,23 +354,23 @@ min_secs=$(python3 -c "print(f'{0.9 * ($b1_bytes / 1e6 - $RESTORE_MB_S) / $RESTO
 python3 -c "import sys; sys.exit(0 if $restore_secs >= $min_secs else 1)" ||
   fail "restore --max-mb-s $RESTORE_MB_S took ${restore_secs}s for $b1_bytes bytes per node: the limit was not kept (at least ${min_secs}s)"
 passed "restore --max-mb-s $RESTORE_MB_S kept each node's download rate (${restore_secs}s, at least ${min_secs}s)"
-restore_rate=$(sed -n 's/^restore b2 complete: .*, \([0-9.]*\) MB\/s (one copy)$/\1/p' "$TMP/restore.out")
+restore_rate=$(sed -n "s/^restore $RESTORED complete: .*, \([0-9.]*\) MB\/s (one copy)\$/\1/p" "$TMP/restore.out")
 
 lost=0
-for acks in preload.acks steady-before-b2.acks; do
+for acks in preload.acks "steady-before-$RESTORED.acks"; do
   "$LT" verify --url "http://$SH_ROUTER_HTTP" --ack-log "$TMP/$acks" --wait-secs 30 \
     >"$TMP/verify-$acks.out" 2>"$TMP/verify-$acks.err" || {
     cat "$TMP/verify-$acks.out" "$TMP/verify-$acks.err" >&2
-    fail "points acknowledged before backup b2 missing or duplicated after the restore ($acks)"
+    fail "points acknowledged before backup $RESTORED missing or duplicated after the restore ($acks)"
   }
   n=$(sed -n 's/.*acked_points_lost=\([0-9]*\).*/\1/p' "$TMP/verify-$acks.out" | tail -n 1)
   lost=$((lost + ${n:-0}))
   log "$acks: $(head -n 1 "$TMP/verify-$acks.out")"
 done
-passed "restore of b2 into 2 nodes found every point acknowledged before b2 exactly once"
+passed "restore of $RESTORED into 2 nodes found every point acknowledged before $RESTORED exactly once"
 
-# Later points: b2 also holds the steady points whose Raft entries are at or
-# below its shard's index in the manifest, some acknowledged after b2
+# Later points: the backup also holds the steady points whose Raft entries are at or
+# below its shard's index in the manifest, some acknowledged after it
 # started. The ack log records a point's seq, not its shard or Raft index,
 # but the steady load sends one request at a time (--max-inflight 1): a
 # request is sent only after the one before it was acknowledged (its
@@ -375,7 +382,7 @@ passed "restore of b2 into 2 nodes found every point acknowledged before b2 exac
 # seq twice (FINAL as `verify` reads) and no seq that was never sent.
 curl -s -m 60 -G "http://$SH_ROUTER_HTTP/api/v1/sql?db=shardhouse" \
   --data-urlencode 'q=SELECT v FROM steady FINAL' >"$TMP/steady-restored.json"
-later=$(python3 - "$TMP/steady-restored.json" "$TMP/steady.acks" "$TMP/steady-before-b2.acks" "$STEADY_SERIES" <<'EOF'
+later=$(python3 - "$TMP/steady-restored.json" "$TMP/steady.acks" "$TMP/steady-before-$RESTORED.acks" "$STEADY_SERIES" <<'EOF'
 import json, sys
 rows = json.load(open(sys.argv[1]))
 seqs = [int(float(r["v"])) for r in rows]
@@ -404,7 +411,7 @@ print(f"later_acked={len(after)} later_found={found} unacked_found={len(held - a
 sys.exit(1 if dup or missing or gaps or never_sent else 0)
 EOF
 ) || fail "steady points after the restore: $later"
-log "steady points acknowledged after b2 started: $later"
+log "steady points acknowledged after $RESTORED started: $later"
 passed "later points: a consistent cut per series, each once ($later)"
 
 expect_refused "restore into a non-empty cluster" "not empty" ctl restore --from "$DEST" --backup b1
@@ -436,4 +443,4 @@ passed "restore --database other brought back its 50 points and no other databas
 b1_rate=$(sed -n 's/^backup b1 complete: .*, \([0-9.]*\) MB\/s$/\1/p' "$TMP/b1.out")
 echo "backup_scenarios=$SCENARIOS acked_points_lost=$lost incremental_upload_pct=$pct $later" \
   "points_before_b1=$points_b1 more_points_pct=$data_pct backup_bytes=$b1_bytes" \
-  "backup_mb_s=$b1_rate restore_mb_s=$restore_rate nodes=3->2"
+  "backup_mb_s=$b1_rate restore_mb_s=$restore_rate nodes=3->2 restored=$RESTORED"
