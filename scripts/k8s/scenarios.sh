@@ -22,7 +22,8 @@
 #      credentials from a Secret given to the operator and the node pods)
 #      while writing; a new ShardhouseCluster of 1 node at RF 1 and a
 #      ShardhouseRestore bring it back: every point acknowledged before the
-#      backup started is there, once.
+#      backup started is there, once. Both with spec.maxMbPerSecond; the
+#      restore's (about 6 s of the backup's bytes) is checked by its duration.
 #   7. delete: the ShardhouseCluster goes, and with it every object it owns
 #      and every PVC (the finalizer; local PVs are Retain: Released, data
 #      kept on disk); `helm uninstall` leaves the namespace empty.
@@ -440,6 +441,7 @@ spec:
   destination: "$BACKUP_DEST"
   retention: {keep: 3}
   credentialsSecret: backup-s3
+  maxMbPerSecond: 5
 EOF
 shb() { k get shb nightly -o "jsonpath=$1"; }
 backup_done() { [ -n "$(shb '{.status.lastSuccessTime}')" ]; }
@@ -454,6 +456,24 @@ k get shb nightly >&2
 kubectl -n "$NS" get events --field-selector involvedObject.name=nightly -o jsonpath='{.items[*].reason}' |
   grep -qw BackupSucceeded || fail "no BackupSucceeded Event for nightly"
 [ -e "$W/s3/backups/k8s/backups/$id.manifest" ] || fail "no manifest $id at the S3 server: $(find "$W/s3" -maxdepth 4 | head)"
+# The restore's download limit (spec.maxMbPerSecond, per node): about 6 s
+# for the backup's bytes on the restored cluster's one node, whatever their
+# size; the limiter lends one second of bytes, so the restore cannot take
+# less than (MB - rate) / rate seconds (checked below).
+size=$(shb '{.status.lastSizeBytes}')
+# Seconds from one RFC 3339 time to another (jiff writes nanoseconds,
+# Python reads at most microseconds).
+secs_between() {
+  python3 - "$1" "$2" <<'PY'
+import re, sys
+from datetime import datetime
+def t(s):
+    s = re.sub(r"\.(\d+)", lambda m: "." + (m.group(1) + "000000")[:6], s)
+    return datetime.fromisoformat(s.replace("Z", "+00:00"))
+print(f"{(t(sys.argv[2]) - t(sys.argv[1])).total_seconds():.1f}")
+PY
+}
+restore_mb_s=$(python3 -c "print(max(0.1, round($size / 1e6 / 6, 1)))")
 
 R=restored
 cat <<EOF | kubectl apply -f - >/dev/null
@@ -496,6 +516,7 @@ spec:
   source: "$BACKUP_DEST"
   backupId: "$id"
   credentialsSecret: backup-s3
+  maxMbPerSecond: $restore_mb_s
 EOF
 shr() { k get shr "$R-from-nightly" -o "jsonpath=$1"; }
 restore_done() { case $(shr '{.status.phase}') in Succeeded | Failed) return 0 ;; esac; return 1; }
@@ -503,6 +524,11 @@ wait_until 600 "ShardhouseRestore $R-from-nightly done" restore_done
 [ "$(shr '{.status.phase}')" = Succeeded ] || fail "restore: $(shr '{.status.phase}'): $(shr '{.status.message}')"
 k get shr >&2
 log "restore: $(shr '{.status.message}')"
+restore_secs=$(secs_between "$(shr '{.status.startTime}')" "$(shr '{.status.completionTime}')")
+min_secs=$(python3 -c "print(f'{0.9 * ($size / 1e6 - $restore_mb_s) / $restore_mb_s:.1f}')")
+python3 -c "import sys; sys.exit(0 if $restore_secs >= $min_secs else 1)" ||
+  fail "ShardhouseRestore maxMbPerSecond $restore_mb_s: $size bytes in ${restore_secs}s, the limit did not reach the node (at least ${min_secs}s)"
+log "restore at maxMbPerSecond $restore_mb_s: $size bytes in ${restore_secs}s (at least ${min_secs}s)"
 ROUTER_MAIN=$ROUTER
 ROUTER=http://$(k get svc "$R-router" -o jsonpath='{.spec.clusterIP}'):8086
 # Every phase before this one, and the acks of this one before the backup.
