@@ -78,18 +78,17 @@ impl ChangeMarks {
 
     /// A settled bucket of `table` may have changed.
     pub fn bump_table(&self, shard: u32, database: &str, table: &str) {
-        let mut shards = self.shards.lock();
-        let db = shards
-            .entry(shard)
-            .or_default()
-            .databases
-            .entry(database.to_string())
-            .or_default();
-        *db.tables.entry(table.to_string()).or_default() += 1;
+        self.with_database(shard, database, |db| {
+            *db.tables.entry(table.to_string()).or_default() += 1;
+        });
     }
 
     /// Any table of `database` may have changed.
     pub fn bump_database(&self, shard: u32, database: &str) {
+        self.with_database(shard, database, |db| db.all += 1);
+    }
+
+    fn with_database(&self, shard: u32, database: &str, bump: impl FnOnce(&mut DatabaseMarks)) {
         let mut shards = self.shards.lock();
         let db = shards
             .entry(shard)
@@ -97,7 +96,7 @@ impl ChangeMarks {
             .databases
             .entry(database.to_string())
             .or_default();
-        db.all += 1;
+        bump(db);
     }
 
     /// The shard's whole storage may have changed.

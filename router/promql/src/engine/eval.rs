@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use promql_parser::parser::{Expr, SubqueryExpr, VectorSelector};
 
-use super::plan::{at_ms, dur_ms, key_of, offset_ms, Span};
+use super::plan::{at_ms, dur_ms, key_of, offset_ms, subquery_step_ms, Span};
 use super::{
     aggregate, binary, call, collect_series, is_stale, EngineOptions, QueryValue, RangeSeries,
 };
@@ -177,12 +177,7 @@ impl Evaluator<'_> {
         let at = at_ms(&sq.at, self.query);
         let offset = offset_ms(&sq.offset);
         let range = dur_ms(&sq.range);
-        let step = sq
-            .step
-            .as_ref()
-            .map(dur_ms)
-            .filter(|s| *s > 0)
-            .unwrap_or(self.opts.default_subquery_step_ms);
+        let step = subquery_step_ms(sq, self.opts.default_subquery_step_ms);
         let refs = steps.iter().map(|t| at.unwrap_or(*t) - offset);
         let (lo, hi) = refs.fold((i64::MAX, i64::MIN), |(a, b), r| (a.min(r), b.max(r)));
         let first = ceil_to(lo - range, step);

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
 use promql_parser::label::{MatchOp, Matchers};
-use promql_parser::parser::{AtModifier, Expr, Offset, VectorSelector};
+use promql_parser::parser::{AtModifier, Expr, Offset, SubqueryExpr, VectorSelector};
 
 use super::eval::ceil_to;
 use super::{is_stale, EngineOptions};
@@ -41,6 +41,15 @@ pub fn key_of(vs: &VectorSelector) -> usize {
 
 pub fn dur_ms(d: &Duration) -> i64 {
     d.as_millis() as i64
+}
+
+/// A subquery's step: its own, or the engine's default when it has none.
+pub fn subquery_step_ms(sq: &SubqueryExpr, default_ms: i64) -> i64 {
+    sq.step
+        .as_ref()
+        .map(dur_ms)
+        .filter(|s| *s > 0)
+        .unwrap_or(default_ms)
 }
 
 pub fn offset_ms(o: &Option<Offset>) -> i64 {
@@ -165,12 +174,7 @@ pub fn selectors(
             let (at, offset) = (at_ms(&sq.at, cx.query), offset_ms(&sq.offset));
             let s = shifted(cx.span, at, offset);
             let range = dur_ms(&sq.range);
-            let step = sq
-                .step
-                .as_ref()
-                .map(dur_ms)
-                .filter(|s| *s > 0)
-                .unwrap_or(opts.default_subquery_step_ms);
+            let step = subquery_step_ms(sq, opts.default_subquery_step_ms);
             let inner = Context {
                 query: cx.query,
                 span: Span {
