@@ -325,7 +325,7 @@ faults_expect_progress() {
 # faults_engine_part_file K MEASUREMENT: the data file of the oldest flushed
 # part of MEASUREMENT (any shard, any database) on node K, if any.
 faults_engine_part_file() {
-  { ls -d "$SH_DATA/node-$1"/engine/data/shard_*_*/"$2"/[0-9]*/*.bin 2>/dev/null || true; } | sort | head -n 1
+  { ls -d "$SH_DATA/node-$1"/engine/data/shard_*_*/"$2"/[0-9]*/*.bin 2>/dev/null || true; } | sort | sed -n 1p
 }
 
 # faults_truncate_engine_part K MEASUREMENT: node K stopped (kill -9); that

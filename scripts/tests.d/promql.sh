@@ -37,7 +37,7 @@ if ! command -v prometheus >/dev/null; then
     exit 0
   fi
 fi
-PROM_VERSION=$(prometheus --version 2>&1 | head -1)
+PROM_VERSION=$(prometheus --version 2>&1 | sed -n 1p)
 for b in shardhouse-node shardhouse-router; do
   [ -x "$BIN/$b" ] || fail "$BIN/$b missing: build with cargo build --release --workspace --bins"
 done
@@ -147,7 +147,9 @@ YAML
 start_prometheus reader "$READER_PORT"
 READER_PID=$STARTED_PID
 READER="http://127.0.0.1:$READER_PORT"
-grep -v '^#' scripts/promql/queries.txt | head -n 20 >"$TMP/read-queries.txt"
+# awk stops by itself: grep piped into head fails under pipefail (SIGPIPE,
+# exit 141) once grep writes more than head reads.
+awk '!/^#/ { print; if (++n == 20) exit }' scripts/promql/queries.txt >"$TMP/read-queries.txt"
 python3 scripts/promql/compare.py "$PROM" "$READER" "$TMP/read-queries.txt" "$BEGIN" "$END" 10 |
   tee "$TMP/compare-read.out"
 status=${PIPESTATUS[0]}
