@@ -7,6 +7,7 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use shardhouse_common::credential::ClusterToken;
 use shardhouse_common::proto::{RebuildReplicaRequest, ShardStatesRequest};
+use shardhouse_common::shard_map::ShardMap;
 use shardhouse_operator::backup::{self, Knobs, Options as RunOptions};
 use shardhouse_operator::rebalance::{ClusterMeta, Executor};
 use shardhouse_operator::status;
@@ -273,6 +274,15 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The cluster's shard map as etcd holds it, or an error naming the cluster.
+async fn current_shard_map(meta: &mut ClusterMeta, cluster: &str) -> anyhow::Result<ShardMap> {
+    let (map, _) = meta
+        .shard_map()
+        .await?
+        .with_context(|| format!("no shard map for cluster {cluster:?}"))?;
+    Ok(map)
+}
+
 /// `status`: the shard map's epoch and health, and replicas and leaders
 /// per node, as a table or JSON.
 async fn print_status(
@@ -281,10 +291,7 @@ async fn print_status(
     json: bool,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
-    let (map, _) = meta
-        .shard_map()
-        .await?
-        .with_context(|| format!("no shard map for cluster {cluster:?}"))?;
+    let map = current_shard_map(meta, cluster).await?;
     let live = meta.live_nodes().await?;
     let live_ids = live.keys().copied().collect();
     let healthy = status::healthy_shards(&map, &live_ids);
@@ -339,10 +346,7 @@ async fn rebalance(
     catch_up_timeout: u64,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
-    let (map, _) = meta
-        .shard_map()
-        .await?
-        .with_context(|| format!("no shard map for cluster {cluster:?}"))?;
+    let map = current_shard_map(&mut meta, cluster).await?;
     let nodes = if nodes.is_empty() {
         meta.live_nodes().await?.keys().copied().collect()
     } else {
