@@ -2,7 +2,8 @@
 //!
 //! Per measurement: (1) the shards' columns of it (a field a shard never
 //! received is NULL there); (2) the tag index rows the statement needs
-//! (only when it groups by or shows tags); (3) each shard's points in the
+//! (only when it groups by, shows or orders by tags; asked beside the
+//! facts unless `*` makes the plan depend on them, [`SeriesNeed`]); (3) each shard's points in the
 //! time range, pruned by the tag condition through the tag index and
 //! filtered by the field condition, read `FINAL` (one row per point); then
 //! the `shardhouse-eval` pipeline: each shard's points become per-group,
@@ -17,6 +18,8 @@ mod facts;
 mod merge;
 
 use std::collections::{BTreeMap, BTreeSet};
+
+use arrow_array::RecordBatch;
 
 use shardhouse_eval::{
     finish, only_selector, time_zone, EvalOptions, Interval, Series, Value, Windowing, Zone,
@@ -200,7 +203,11 @@ async fn one_measurement(
     let Some(shape) = Shape::of(ctx, stmt, &schema, database, measurement).await? else {
         return Ok(Vec::new());
     };
-    let series = series(ctx, stmt, &shape, &schema, database, measurement).await?;
+    let need = series_need(stmt, &shape, &schema);
+    let mut series = match need {
+        SeriesNeed::First => Some(series_tags(ctx, &shape, &schema, database, measurement).await?),
+        _ => None,
+    };
     let tag_keys: BTreeSet<String> = series
         .iter()
         .flat_map(|s| s.values().flat_map(|t| t.keys().cloned()))
@@ -237,7 +244,21 @@ async fn one_measurement(
         max_points: ctx.max_points,
         exclude: None,
     };
-    let shards = facts.fetch(ctx, database).await?;
+    let shards = match need {
+        // The facts do not depend on the tags: ask both at once.
+        SeriesNeed::Alongside => {
+            let (tags, shards) = futures::try_join!(
+                series_tags(ctx, &shape, &schema, database, measurement),
+                facts.fetch(ctx, database)
+            )?;
+            series = Some(tags);
+            shards
+        }
+        _ => facts.fetch(ctx, database).await?,
+    };
+    if need == SeriesNeed::ToOrderRows && more_than_one_series(&shards) {
+        series = Some(series_tags(ctx, &shape, &schema, database, measurement).await?);
+    }
     let rows = merge::Rows::new(measurement, series.as_ref(), &planned.slots, &dims);
     let gathered = merge::gather(&rows, &planned, &shards, &windowing, pushed)?;
     let out = finish(
@@ -404,18 +425,27 @@ impl Shape {
     }
 }
 
-/// The tags of the measurement's series matching the tag condition, read
-/// from the tag index only when the statement needs tags: to group by, to
-/// show (`*`), to compute with, or to order raw rows (by series key at
-/// equal times).
-async fn series(
-    ctx: &Ctx<'_>,
-    stmt: &SelectStatement,
-    shape: &Shape,
-    schema: &Schema,
-    database: &str,
-    measurement: &str,
-) -> Result<Option<SeriesTags>> {
+/// When a statement needs the tag index rows of its series, and whether
+/// reading them can wait for, or run beside, the facts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SeriesNeed {
+    /// No tags are shown, grouped by or computed with.
+    No,
+    /// `*` or a regex among the fields or dimensions: the tag keys decide
+    /// the plan, so they come before the facts.
+    First,
+    /// Grouped by or computing with named tags: the facts do not depend on
+    /// them, so both are asked at once.
+    Alongside,
+    /// Raw rows only: at one time InfluxDB orders the rows of different
+    /// series by series key, which needs the tags only when the facts hold
+    /// more than one series (one host's raw points never do).
+    ToOrderRows,
+}
+
+/// Which [`SeriesNeed`] `stmt` has (pure: the statement, its shape and the
+/// measurement's fields).
+fn series_need(stmt: &SelectStatement, shape: &Shape, schema: &Schema) -> SeriesNeed {
     let is_field = |n: &str| schema.fields.contains_key(n);
     let wants_tag_keys = shape
         .dims_spec
@@ -426,13 +456,47 @@ async fn series(
                 .fields
                 .iter()
                 .any(|f| matches!(f.expr, Expr::Wildcard(_))));
-    let needed = wants_tag_keys
-        || !shape.dims_spec.is_empty()
-        || !shape.has_call
-        || stmt.fields.iter().any(|f| uses_tags(&f.expr, &is_field));
-    if !needed {
-        return Ok(None);
+    if wants_tag_keys {
+        SeriesNeed::First
+    } else if !shape.dims_spec.is_empty()
+        || stmt.fields.iter().any(|f| uses_tags(&f.expr, &is_field))
+    {
+        SeriesNeed::Alongside
+    } else if !shape.has_call {
+        SeriesNeed::ToOrderRows
+    } else {
+        SeriesNeed::No
     }
+}
+
+/// Whether the shards' rows (series id in column 1) come from more than
+/// one series.
+fn more_than_one_series(shards: &[Vec<RecordBatch>]) -> bool {
+    let mut first = None;
+    for b in shards.iter().flatten().filter(|b| b.num_columns() > 1) {
+        for row in 0..b.num_rows() {
+            let Some(sid) = fetch::u64_at(b.column(1), row) else {
+                continue;
+            };
+            match first {
+                None => first = Some(sid),
+                Some(f) if f != sid => return true,
+                Some(_) => {}
+            }
+        }
+    }
+    false
+}
+
+/// The tags of the measurement's series matching the tag condition, from
+/// the tag index (when the statement needs them: [`series_need`]).
+async fn series_tags(
+    ctx: &Ctx<'_>,
+    shape: &Shape,
+    schema: &Schema,
+    database: &str,
+    measurement: &str,
+) -> Result<SeriesTags> {
     let answers = fetch::on_every_shard(
         ctx.router,
         database,
@@ -449,7 +513,7 @@ async fn series(
             t.insert("__name__".into(), measurement.to_string());
         }
     }
-    Ok(Some(tags))
+    Ok(tags)
 }
 
 /// The tag keys the statement groups by, sorted (`*` and regexes expanded
@@ -579,5 +643,66 @@ mod tests {
         assert_eq!(out[0].values[0][0], Value::Time(0));
         let out = rows_within(vec![series(&[0, 60, 120])], i64::MIN, 60);
         assert_eq!(out[0].values.len(), 2);
+    }
+
+    #[test]
+    fn tags_are_read_first_alongside_later_or_never_as_the_statement_needs() {
+        let schema = Schema {
+            per_shard: BTreeMap::new(),
+            fields: [("usage".to_string(), "float")].into_iter().collect(),
+            samples: false,
+        };
+        let need = |q: &str| {
+            let shardhouse_influxql::Statement::Select(stmt) =
+                shardhouse_influxql::parse_statement(q).unwrap()
+            else {
+                panic!("not a SELECT: {q}");
+            };
+            let mut shape = Shape::of_where(&stmt, &schema, 0).unwrap();
+            shape.group_by(&stmt, 0).unwrap();
+            series_need(&stmt, &shape, &schema)
+        };
+        assert_eq!(need("SELECT * FROM cpu"), SeriesNeed::First);
+        assert_eq!(
+            need("SELECT mean(usage) FROM cpu GROUP BY *"),
+            SeriesNeed::First
+        );
+        assert_eq!(
+            need("SELECT mean(usage) FROM cpu GROUP BY /h/"),
+            SeriesNeed::First
+        );
+        assert_eq!(
+            need("SELECT mean(usage) FROM cpu GROUP BY host"),
+            SeriesNeed::Alongside
+        );
+        assert_eq!(need("SELECT usage, host FROM cpu"), SeriesNeed::Alongside);
+        assert_eq!(
+            need("SELECT usage FROM cpu WHERE host = 'a'"),
+            SeriesNeed::ToOrderRows
+        );
+        assert_eq!(
+            need("SELECT mean(usage) FROM cpu WHERE host = 'a'"),
+            SeriesNeed::No
+        );
+    }
+
+    #[test]
+    fn rows_of_one_series_need_no_series_order() {
+        use arrow_array::{ArrayRef, Int64Array, UInt64Array};
+        let batch = |sids: &[u64]| {
+            let t: ArrayRef = std::sync::Arc::new(Int64Array::from(vec![0; sids.len()]));
+            let sid: ArrayRef = std::sync::Arc::new(UInt64Array::from(sids.to_vec()));
+            RecordBatch::try_from_iter([("__t", t), ("__sid", sid)]).unwrap()
+        };
+        assert!(!more_than_one_series(&[
+            vec![batch(&[7, 7])],
+            vec![batch(&[7])]
+        ]));
+        assert!(!more_than_one_series(&[vec![], vec![batch(&[])]]));
+        assert!(more_than_one_series(&[
+            vec![batch(&[7])],
+            vec![batch(&[8])]
+        ]));
+        assert!(more_than_one_series(&[vec![batch(&[7, 9])]]));
     }
 }
