@@ -16,12 +16,17 @@
 #      with the answers compared first (Shardhouse against QuestDB row by
 #      row, against InfluxDB series, columns and values; a mismatch is
 #      printed loudly and the script exits 1);
-#   4. PROFILE=1 (default): for every query whose Shardhouse p95 is above
+#   4. DASHBOARD=1 (default): a 20-panel dashboard over the last HOURS,
+#      refreshed every 5 s for DASHBOARD_SECS (60) on each system in turn
+#      while DASHBOARD_RATE (100,000) points/s are written to it
+#      (scripts/bench_query/dashboard.py): p50/p95 per panel;
+#   5. PROFILE=1 (default): for every query whose Shardhouse p95 is above
 #      a peer's, the router and node under `perf record` while the query
 #      runs in a loop, and the CPU each process spends per query.
 # Prints the table and, as its LAST lines, `query_<name>_p95_ms=<N>`,
 # `questdb_<name>_p95_ms=<N>` and `influxdb_<name>_p95_ms=<N>` for every
-# query. Everything shares this machine's cores: compare ratios within one
+# query, then `dashboard_<panel>_p95_ms=<N>` (and `influxdb_`/`questdb_`)
+# per panel. Everything shares this machine's cores: compare ratios within one
 # run, not absolute figures.
 #
 # Knobs: HOSTS (1000), REGIONS (4), HOURS (24), DAYS (sets HOURS to 24 x
@@ -31,7 +36,8 @@
 # leaves InfluxDB out; without an influxd binary and no way to build it the
 # run says so and goes on without), PROFILE (1), PROFILE_SECS (10), OUT (the
 # JSON figures; default $WORK/bench-query.json), WORK (data, logs, profiles;
-# default a new temp dir), KEEP_DATA=1.
+# default a new temp dir), KEEP_DATA=1, DASHBOARD (1; 0 skips the
+# dashboard phase), DASHBOARD_SECS (60), DASHBOARD_RATE (100000 points/s).
 # BIG=1 is the larger-cardinality variant: 10,000 hosts over 3 hours.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -63,6 +69,9 @@ NODES=${NODES:-1}
 RF=${RF:-1}
 SHARDS=${SHARDS:-2}
 PROFILE=${PROFILE:-1}
+DASHBOARD=${DASHBOARD:-1}
+DASHBOARD_SECS=${DASHBOARD_SECS:-60}
+DASHBOARD_RATE=${DASHBOARD_RATE:-100000}
 PROFILE_SECS=${PROFILE_SECS:-10}
 INFLUXDB=${INFLUXDB:-1}
 WORK=${WORK:-$(mktemp -d "${TMPDIR:-/tmp}/shardhouse-bench-query.XXXXXX")}
@@ -133,6 +142,17 @@ python3 "$PY" bench "${common[@]}" --runs "$RUNS" --warmup "$WARMUP" --clients "
   --only "$QUERIES" --cluster "$cluster_desc" --out "$OUT" >"$WORK/bench.md" 2>"$WORK/bench.log" || rc=$?
 cat "$WORK/bench.log" >&2
 
+# The dashboard while ingesting (after the still-data timing: its writes
+# add points to what that phase compared).
+if [ "$DASHBOARD" = 1 ]; then
+  python3 scripts/bench_query/dashboard.py "${common[@]}" --secs "$DASHBOARD_SECS" --rate "$DASHBOARD_RATE" \
+    --out "$WORK/dashboard.json" >"$WORK/dashboard.md" 2>"$WORK/dashboard.log" || {
+    rc=1
+    log "the dashboard phase failed (see $WORK/dashboard.log)"
+  }
+  cat "$WORK/dashboard.log" >&2
+fi
+
 # Where the time goes, for every query where Shardhouse's p95 is above a peer's.
 profile() {
   local name=$1 pids perf_pids k pidk
@@ -183,6 +203,8 @@ fi
 log "done in $((SECONDS - start)) s; figures in $OUT; logs, profiles in $WORK"
 # The table, the profiles, then the last lines (query_/questdb_/influxdb_ p95s).
 grep -v -E '^(query|questdb|influxdb)_.*_p95_ms=' "$WORK/bench.md"
+[ -f "$WORK/dashboard.md" ] && { grep -v -E '_p95_ms=' "$WORK/dashboard.md" || true; }
 cat "$WORK"/profile.*.md 2>/dev/null || true
 grep -E '^(query|questdb|influxdb)_.*_p95_ms=' "$WORK/bench.md" || true
+[ -f "$WORK/dashboard.md" ] && { grep -E '_p95_ms=' "$WORK/dashboard.md" || true; }
 exit "$rc"
