@@ -4,9 +4,10 @@
 #
 #  1. An S3 server: s3s-fs (crates.io), built once into $SHARDHOUSE_CACHE/bin
 #     by scripts/deps.d/s3s-fs.sh (run here too, so a fresh machine builds it).
-#  2. Cluster A: 3 nodes, RF=3, $SHARDS shards. A preload (ack-load) and then
-#     a steady ack-load that keeps writing; both record every acknowledged
-#     point.
+#  2. Cluster A: 3 nodes, RF=3, $SHARDS shards, its Raft logs kept whole
+#     (SHARDHOUSE_TEST_FAULT_DISK keep_log=1: never compacted). A preload
+#     (ack-load) and then a steady ack-load that keeps writing; both record
+#     every acknowledged point.
 #  3. Backup b1 to s3://... while the steady load writes. The acks recorded
 #     before b1 started are kept aside: each must be found after restore.
 #  4. Backup b2 after some more data: its upload must be under 5% of b1's
@@ -18,16 +19,21 @@
 #  6. Backup b3 with a node killed -9 as soon as the first shard is stored:
 #     either it completes from the other replicas (then its manifest names
 #     every shard) or it fails naming the shard, and no b3 manifest exists.
-#  7. Cluster A is destroyed (processes stopped, data deleted).
+#  7. Cluster A is stopped; `shardhouse-wal-points` reads node 2's log
+#     (node 1 was killed) and maps every steady point to its shard and Raft
+#     index; then A is destroyed (data deleted).
 #  8. Cluster B: 2 nodes, RF=2, same shard count. Refusals first, each must
-#     leave B empty: a truncated manifest, a tampered part object.
+#     leave B empty: a restore from an unreachable destination and one with
+#     wrong credentials, a truncated manifest, a tampered part object.
 #  9. Restore b3 (b2 when b3 failed: then no backup taken across a kill -9
 #     exists); every point acknowledged before it started is found
-#     exactly once (shardhouse-loadtest verify); the later points the
-#     restored cluster holds are each there once and, per series, leave no
-#     acknowledged point out below the newest held (see "Later points"); a
-#     restore of a database the backup lacks and a second restore into the
-#     now non-empty cluster are refused; B takes writes.
+#     exactly once (shardhouse-loadtest verify); the restored steady points
+#     are exactly those of the Raft entries at or below the manifest's
+#     flushed_index of their shard, each once, and every point acknowledged
+#     before the backup is in an entry at or below its commit_index (see
+#     "The manifest's index, point by point"); a restore of a database the
+#     backup lacks and a second restore into the now non-empty cluster are
+#     refused; B takes writes.
 # 10. Cluster C: 1 node; `restore --database other` of b2 brings back the
 #     50 points written to database "other" before b2, and no other
 #     database.
@@ -60,9 +66,10 @@ RATE=${RATE:-10}
 BATCH=${BATCH:-100}
 STEADY_SERIES=64
 CACHE=${SHARDHOUSE_CACHE:-$HOME/.cache/shardhouse}
-sh_require_bins shardhouse-node shardhouse-router shardhouse-loadtest shardhouse-ctl
+sh_require_bins shardhouse-node shardhouse-router shardhouse-loadtest shardhouse-ctl shardhouse-wal-points
 LT="$SH_BIN/shardhouse-loadtest"
 CTL="$SH_BIN/shardhouse-ctl"
+WAL_POINTS="$SH_BIN/shardhouse-wal-points"
 
 scripts/deps.d/s3s-fs.sh || fail "cannot build s3s-fs (scripts/deps.d/s3s-fs.sh)"
 S3S="$CACHE/bin/s3s-fs-0.14.1"
@@ -117,11 +124,13 @@ expect_refused() {
     cat "$TMP/refused.out" >&2
     fail "$what: the command succeeded"
   fi
-  grep -q -- "$pattern" "$TMP/refused.out" || {
+  # One line: an S3 server's error text may span several.
+  tr '\n' ' ' <"$TMP/refused.out" >"$TMP/refused.line"
+  grep -q -- "$pattern" "$TMP/refused.line" || {
     cat "$TMP/refused.out" >&2
     fail "$what: no error naming '$pattern'"
   }
-  log "refused as expected ($what): $(grep -m1 -- "$pattern" "$TMP/refused.out")"
+  log "refused as expected ($what): $(grep -m1 -- "Error" "$TMP/refused.out" || head -n 1 "$TMP/refused.out")"
 }
 
 no_manifest() {
@@ -176,7 +185,9 @@ start_cluster() { # DIR NODES RF
 }
 
 # --- cluster A: 3 nodes, RF=3, under load --------------------------------------
-start_cluster "$TMP/a" 3 3
+# Its logs are never compacted, so every entry can be read after the run
+# (step 7); B and C run as in service.
+SHARDHOUSE_TEST_FAULT_DISK='node=*,keep_log=1' start_cluster "$TMP/a" 3 3
 
 log "preload: ${PRELOAD_SECS}s of $PRELOAD_RATE req/s x $PRELOAD_BATCH points"
 "$LT" ack-load --url "http://$SH_ROUTER_HTTP" --ack-log "$TMP/preload.acks" --measurement preload \
@@ -285,12 +296,28 @@ wait "$LOAD_PID" || true
 LOAD_PID=""
 log "steady load: $(tail -n 1 "$TMP/steady.out")"
 
-log "destroying cluster A"
 sh_stop_all
+# Node 2 was never killed: with node 1 dead it took part in every commit,
+# so its log holds every committed entry (the same on every replica).
+"$WAL_POINTS" --wal-dir "$TMP/a/node-2/wal" --measurement steady >"$TMP/wal-points.txt" 2>"$TMP/wal-points.err" ||
+  fail "cannot read node 2's log: $(cat "$TMP/wal-points.err")"
+log "node 2's log: $(tail -n 1 "$TMP/wal-points.err")"
+log "destroying cluster A"
 rm -rf "$TMP/a"
 
 # --- cluster B: 2 nodes, RF=2 --------------------------------------------------
 start_cluster "$TMP/b" 2 2
+
+# A restore that cannot read its destination fails before it touches the
+# cluster (the manifest is read first); the restore below needs B empty,
+# so it also proves these wrote nothing.
+dead_port=$(sh_free_port)
+expect_refused "restore from an unreachable destination" "127.0.0.1:$dead_port.*nothing was restored" \
+  ctl restore --from "s3://backups/x?endpoint=http://127.0.0.1:$dead_port&path_style=true" --backup b1
+passed "restore from an unreachable destination refused"
+expect_refused "restore with wrong credentials" "backups/b1.manifest.*credentials.*nothing was restored" \
+  env AWS_SECRET_ACCESS_KEY=wrong "$CTL" --etcd "$SH_ETCD_ENDPOINT" restore --from "$DEST" --backup b1
+passed "restore with wrong credentials refused"
 
 manifest="$OBJECTS/backups/b1.manifest"
 cp "$manifest" "$TMP/b1.manifest"
@@ -369,24 +396,24 @@ for acks in preload.acks "steady-before-$RESTORED.acks"; do
 done
 passed "restore of $RESTORED into 2 nodes found every point acknowledged before $RESTORED exactly once"
 
-# Later points: the backup also holds the steady points whose Raft entries are at or
-# below its shard's index in the manifest, some acknowledged after it
-# started. The ack log records a point's seq, not its shard or Raft index,
-# but the steady load sends one request at a time (--max-inflight 1): a
-# request is sent only after the one before it was acknowledged (its
-# entries committed) or failed, so in every shard's log an acknowledged
-# point comes before every point sent after it. A shard restored to its
-# log up to one index therefore holds, for each series (one series lives in
-# one shard), every acknowledged point up to the newest point it holds of
-# that series: no acknowledged gap below it. Checked per series, with no
-# seq twice (FINAL as `verify` reads) and no seq that was never sent.
+# The manifest's index, point by point. Node 2's log (step 7) names the
+# shard and Raft index of every steady point written. A shard's backup is
+# its replica's parts frozen right after a flush: they hold exactly the
+# rows of the entries at or below the flushed index the manifest records
+# (the flushed index moves only past rows written to parts, and no flush
+# runs while the parts are frozen). So the restored steady points must be
+# exactly the points of entries at or below `flushed_index` of their
+# shard (a point sent twice counts at its first entry), each once; and
+# every point acknowledged before the backup started must be in an entry at
+# or below `commit_index` (the read index the backup took). Acknowledged
+# points missing from the log would make the map incomplete: an error too.
 curl -s -m 60 -G "http://$SH_ROUTER_HTTP/api/v1/sql?db=shardhouse" \
   --data-urlencode 'q=SELECT v FROM steady FINAL' >"$TMP/steady-restored.json"
-later=$(python3 - "$TMP/steady-restored.json" "$TMP/steady.acks" "$TMP/steady-before-$RESTORED.acks" "$STEADY_SERIES" <<'EOF'
+later=$(python3 - "$TMP/steady-restored.json" "$TMP/steady.acks" "$TMP/steady-before-$RESTORED.acks" \
+  "$OBJECTS/backups/$RESTORED.manifest" "$TMP/wal-points.txt" <<'EOF'
 import json, sys
 rows = json.load(open(sys.argv[1]))
 seqs = [int(float(r["v"])) for r in rows]
-series = int(sys.argv[4])
 def acked(path):
     out = set()
     for line in open(path):
@@ -394,25 +421,37 @@ def acked(path):
         if len(f) >= 2 and not line.startswith("#"):
             out.update(range(int(f[0]), int(f[0]) + int(f[1])))
     return out
-held, before, all_acked = set(seqs), acked(sys.argv[3]), acked(sys.argv[2])
-after = all_acked - before
-# Dropped requests take no seq: every seq below the last one sent was sent.
-sent_end = max(all_acked | held, default=-1) + 1
+before, all_acked = acked(sys.argv[3]), acked(sys.argv[2])
+body = open(sys.argv[4]).read().rsplit("\n#xxh3-128 ", 1)[0]
+shards = {s["shard"]: s for s in json.loads(body)["shards"]}
+# seq -> (index, shard) of the first entry carrying it.
+first = {}
+for line in open(sys.argv[5]):
+    shard, index, db, _m, _n, vals = line.split()
+    if db != "shardhouse":
+        continue
+    for v in vals.split(","):
+        s = int(v)
+        if s not in first or int(index) < first[s][0]:
+            first[s] = (int(index), int(shard))
+held = set(seqs)
+expected = {s for s, (i, sh) in first.items() if i <= shards[sh]["flushed_index"]}
+above_commit = sorted(s for s in before if s in first and first[s][0] > shards[first[s][1]]["commit_index"])
+unmapped = sorted(all_acked - first.keys())
+missing, extra = sorted(expected - held), sorted(held - expected)
 dup = len(seqs) - len(held)
-missing = len(before - held)
-never_sent = len([s for s in held if s >= sent_end])
-newest = {}
-for s in held:
-    newest[s % series] = max(newest.get(s % series, -1), s)
-gaps = sorted(s for s in all_acked if s <= newest.get(s % series, -1) and s not in held)
-found = len(after & held)
-print(f"later_acked={len(after)} later_found={found} unacked_found={len(held - all_acked)} "
-      f"duplicated={dup} before_missing={missing} acked_gaps={len(gaps)} first_gaps={gaps[:5]}")
-sys.exit(1 if dup or missing or gaps or never_sent else 0)
+later = expected - before
+firsts = [f"first_{k}={v[:5]}" for k, v in
+          (("missing", missing), ("extra", extra), ("unmapped", unmapped)) if v]
+print(f"wal_points={len(first)} expected={len(expected)} held={len(held)} missing={len(missing)} "
+      f"extra={len(extra)} duplicated={dup} before_above_commit={len(above_commit)} "
+      f"unmapped_acked={len(unmapped)} later_held={len(later)} "
+      f"later_acked_held={len(later & all_acked)}", *firsts)
+sys.exit(1 if missing or extra or dup or above_commit or unmapped or not first else 0)
 EOF
-) || fail "steady points after the restore: $later"
-log "steady points acknowledged after $RESTORED started: $later"
-passed "later points: a consistent cut per series, each once ($later)"
+) || fail "restored steady points against the manifest's indexes: $later"
+log "steady points against $RESTORED's per-shard indexes: $later"
+passed "the restore holds exactly the points of the entries at or below each shard's index"
 
 expect_refused "restore into a non-empty cluster" "not empty" ctl restore --from "$DEST" --backup b1
 passed "restore into a non-empty cluster refused"

@@ -13,7 +13,8 @@
 //! `wal_write_delay_ms` (every WAL write batch sleeps first: a slow disk),
 //! `fail_wal_sync_after` (the synced write after that many fails its fsync:
 //! the node stops), `wal_reserve_mb` (free space below which writes are
-//! refused) and `max_log_mb` (a shard's unflushed log bound).
+//! refused), `max_log_mb` (a shard's unflushed log bound) and `keep_log=1`
+//! (the log is never compacted, so a test reads every entry afterwards).
 
 use parking_lot::Mutex;
 use shardhouse_wal::{DiskFaults, ShardId, WalConfig};
@@ -44,6 +45,9 @@ struct DiskSettings {
     faults: DiskFaults,
     reserve_bytes: Option<u64>,
     max_log_bytes: Option<u64>,
+    /// Never compact the log, so a test can read every entry afterwards
+    /// (`shardhouse_wal::inspect`; the backup suite maps points to indexes).
+    keep_log: bool,
 }
 
 impl DiskSettings {
@@ -54,6 +58,9 @@ impl DiskSettings {
         }
         if let Some(b) = self.max_log_bytes {
             cfg.max_log_bytes_per_shard = b;
+        }
+        if self.keep_log {
+            cfg.compact_min_entries = u64::MAX;
         }
     }
 }
@@ -80,7 +87,8 @@ fn parse_disk(spec: &str, node_id: u64) -> Result<DiskSettings, String> {
                 "fail_wal_sync_after" => s.faults.fail_sync_after = n,
                 "wal_reserve_mb" => s.reserve_bytes = Some(n << 20),
                 "max_log_mb" => s.max_log_bytes = Some(n << 20),
-                _ => return Err(format!("`{part}`: expected node=, wal_write_delay_ms=, fail_wal_sync_after=, wal_reserve_mb=, max_log_mb=")),
+                "keep_log" => s.keep_log = n != 0,
+                _ => return Err(format!("`{part}`: expected node=, wal_write_delay_ms=, fail_wal_sync_after=, wal_reserve_mb=, max_log_mb=, keep_log=")),
             }
         }
         match mine {
@@ -91,6 +99,7 @@ fn parse_disk(spec: &str, node_id: u64) -> Result<DiskSettings, String> {
                 }
                 out.reserve_bytes = s.reserve_bytes.or(out.reserve_bytes);
                 out.max_log_bytes = s.max_log_bytes.or(out.max_log_bytes);
+                out.keep_log |= s.keep_log;
             }
             Some(false) => {}
         }
@@ -216,5 +225,19 @@ mod tests {
         assert!(parse_disk("wal_write_delay_ms=4", 1).is_err());
         assert!(parse_disk("node=1,bogus=4", 1).is_err());
         assert!(parse_disk("node=1,max_log_mb=x", 1).is_err());
+    }
+
+    #[test]
+    fn keep_log_turns_compaction_off_for_the_named_nodes_only() {
+        let spec = "node=2,keep_log=1";
+        let mut kept = WalConfig::default();
+        parse_disk(spec, 2).unwrap().apply(&mut kept);
+        assert_eq!(kept.compact_min_entries, u64::MAX);
+        let mut other = WalConfig::default();
+        parse_disk(spec, 1).unwrap().apply(&mut other);
+        assert_eq!(
+            other.compact_min_entries,
+            WalConfig::default().compact_min_entries
+        );
     }
 }

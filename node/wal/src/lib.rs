@@ -15,6 +15,7 @@ mod disk;
 mod edges;
 mod error;
 mod handle;
+pub mod inspect;
 mod keys;
 mod messages;
 pub mod metrics;

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
 use futures::StreamExt;
-use shardhouse_backup::{Destination, Manifest, ShardManifest};
+use shardhouse_backup::{BackupError, Destination, Manifest, ShardManifest};
 use shardhouse_common::credential::ClusterToken;
 use shardhouse_common::proto::{DatabasesRequest, RestoreShardRequest};
 use shardhouse_common::shard_map::NodeInfo;
@@ -43,18 +43,7 @@ pub async fn restore_with(
     out: &mut (dyn Write + Send),
 ) -> anyhow::Result<Manifest> {
     let database = opts.database.as_deref();
-    let dest = Destination::open(url)?;
-    let id = match id {
-        Some(id) => id,
-        None => dest.latest().await?,
-    };
-    let m = dest.manifest(&id).await?;
-    let m = match database {
-        None => m,
-        Some(db) => m
-            .select_database(db)
-            .map_err(|e| anyhow::anyhow!("{e} at {url}; nothing was restored"))?,
-    };
+    let (id, m) = read_manifest(url, id, database).await?;
     let (map, _) = meta.shard_map().await?.with_context(|| {
         format!(
             "no shard map for cluster {:?}: start its nodes with --init-cluster shards={} first",
@@ -132,6 +121,31 @@ pub async fn restore_with(
         mb(m.stats.bytes) / secs.max(1e-3)
     )?;
     Ok(m)
+}
+
+/// The backup's id and manifest (cut down to `database` when given), read
+/// and checked before anything else: an unreachable destination, wrong
+/// credentials, a damaged manifest or a missing database fail here, with
+/// the cluster untouched, and the error says so.
+async fn read_manifest(
+    url: &str,
+    id: Option<String>,
+    database: Option<&str>,
+) -> anyhow::Result<(String, Manifest)> {
+    let untouched = |e: BackupError| anyhow::anyhow!("{e}; nothing was restored");
+    let dest = Destination::open(url).map_err(untouched)?;
+    let id = match id {
+        Some(id) => id,
+        None => dest.latest().await.map_err(untouched)?,
+    };
+    let m = dest.manifest(&id).await.map_err(untouched)?;
+    let m = match database {
+        None => m,
+        Some(db) => m
+            .select_database(db)
+            .map_err(|e| anyhow::anyhow!("{e} at {url}; nothing was restored"))?,
+    };
+    Ok((id, m))
 }
 
 /// Restores one shard on each of its replicas, each node downloading at
