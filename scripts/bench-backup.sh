@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# `make bench-backup`: backup and restore throughput (issue 30) next to the
-# disk's own sequential write and read rate, measured in the same run on the
-# same filesystem (the physical limit).
+# `make bench-backup`: backup and restore throughput (issue 30), to a local
+# directory and to S3, next to the disk's own sequential write and read
+# rate, measured in the same run on the same filesystem (the physical
+# limit).
 #
 #  1. Cluster A: 1 node, RF=1, $SHARDS shards; `shardhouse-loadtest ack-load`
 #     writes POINTS points (requests of BATCH points at RATE requests/s; the
@@ -9,10 +10,14 @@
 #  2. The disk: `dd` writes and reads a DD_MB file with O_DIRECT (no page
 #     cache) in $OUT, the filesystem of the data and of the backup.
 #  3. `shardhouse-ctl backup create` to a local directory ($OUT/backups),
-#     timed up to a `sync` afterwards (the bytes are on the disk).
+#     timed up to a `sync` afterwards (the bytes are on the disk); then the
+#     same to S3 (S3=1, the default): s3s-fs, the S3 server the backup suite
+#     runs (scripts/deps.d/s3s-fs.sh), on 127.0.0.1 over $OUT/s3, a fresh
+#     bucket, so every object is uploaded through the signed S3 API.
 #  4. Cluster A stopped and deleted; cluster B (1 node, same shards) started;
-#     `shardhouse-ctl restore`, timed up to a `sync`; the restored rows are
-#     counted (must be >= the acknowledged points).
+#     `shardhouse-ctl restore` from the directory, timed up to a `sync`; the
+#     restored rows are counted (must be >= the acknowledged points). With
+#     S3=1, B is deleted and cluster C restores the S3 backup the same way.
 #
 # MB are 10^6 bytes of the backup (one copy of the shards' parts). The
 # backup reads the data and writes it to the same disk, so a copy at the
@@ -21,15 +26,18 @@
 # was just written and may still be in the page cache (DROP_CACHES=1 drops
 # it before each phase; root only, affects the whole machine).
 #
-# Last line:
+# Before the last line, a table (destination, phase, MB, s, MB/s,
+# points/s, % of disk). Last line (the directory's figures, then S3's):
 #   backup_mb_s=.. backup_points_s=.. restore_mb_s=.. restore_points_s=..
 #   disk_write_mb_s=.. disk_read_mb_s=.. backup_pct_of_disk=..
-#   restore_pct_of_disk=..
+#   restore_pct_of_disk=.. s3_backup_mb_s=.. s3_backup_points_s=..
+#   s3_restore_mb_s=.. s3_restore_points_s=.. s3_backup_pct_of_disk=..
+#   s3_restore_pct_of_disk=..
 #
 # Knobs: POINTS (100000000), BATCH (100000), RATE (requests/s, 10), SHARDS
 # (2), JOBS (files per node at once, ctl default), PARALLEL_SHARDS (ctl
 # default), MAX_MB_S (the backup's --max-mb-s: its rate limit per node),
-# DD_MB (2048), DROP_CACHES=1, OUT (a directory that keeps the
+# DD_MB (2048), S3 (1; 0 skips the S3 backup and restore), DROP_CACHES=1, OUT (a directory that keeps the
 # outputs and logs; default a temporary one, deleted at the end),
 # KEEP_DATA=1 (keep the clusters' data and the backup too; they are kept
 # anyway when the run fails).
@@ -43,6 +51,7 @@ BATCH=${BATCH:-100000}
 RATE=${RATE:-10}
 SHARDS=${SHARDS:-2}
 DD_MB=${DD_MB:-2048}
+S3=${S3:-1}
 KEEP_DATA=${KEEP_DATA:-0}
 OWN_OUT=0
 if [ -z "${OUT:-}" ]; then
@@ -54,6 +63,7 @@ OUT=$(cd "$OUT" && pwd)
 sh_require_bins shardhouse-node shardhouse-router shardhouse-loadtest shardhouse-ctl
 LT="$SH_BIN/shardhouse-loadtest"
 CTL="$SH_BIN/shardhouse-ctl"
+CACHE=${SHARDHOUSE_CACHE:-$HOME/.cache/shardhouse}
 log() { echo "[bench-backup] $*" >&2; }
 fail() {
   echo "FAIL bench-backup: $*" >&2
@@ -66,18 +76,22 @@ knobs=()
 backup_knobs=("${knobs[@]}")
 [ -n "${MAX_MB_S:-}" ] && backup_knobs+=(--max-mb-s "$MAX_MB_S")
 
+S3_PID=""
 cleanup() {
   local rc=$?
   set +e
   [ -n "${SH_DATA:-}" ] && sh_stop_all
+  [ -n "$S3_PID" ] && kill "$S3_PID" 2>/dev/null && wait "$S3_PID" 2>/dev/null
   rm -f "$OUT/dd.test"
   if [ "$KEEP_DATA" = 1 ] || [ "$rc" != 0 ]; then
     log "data kept in $OUT"
   elif [ "$OWN_OUT" = 1 ]; then
     rm -rf "$OUT"
   else
-    [ -d "$OUT/b/logs" ] && mv "$OUT/b/logs" "$OUT/b-logs"
-    rm -rf "$OUT/a" "$OUT/b" "$OUT/backups"
+    for c in b c; do
+      [ -d "$OUT/$c/logs" ] && mv "$OUT/$c/logs" "$OUT/$c-logs"
+    done
+    rm -rf "$OUT/a" "$OUT/b" "$OUT/c" "$OUT/backups" "$OUT/s3"
     log "outputs and logs in $OUT (data deleted)"
   fi
   exit "$rc"
@@ -92,6 +106,9 @@ drop_caches() {
 }
 
 now() { date +%s.%N; }
+# CPU seconds (user + system) a process used so far; since A B -> B - A.
+cpu_secs() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/$1/stat"; }
+since() { python3 -c "print(f'{$2 - $1:.2f}')"; }
 # rate BYTES SECS -> MB/s with one decimal.
 rate() { python3 -c "print(f'{$1 / 1e6 / max($2, 1e-3):.1f}')"; }
 
@@ -105,10 +122,31 @@ start_cluster() { # DIR
   sh_wait_writable "$SH_READY_TIMEOUT" || fail "cluster in $1 never became writable"
 }
 
-# Space: the data, its backup and its restored copy, plus the dd file.
+# Space: the data, its backups (two with S3) and a restored copy, plus the
+# dd file.
 free_mb=$(df -Pm "$OUT" | awk 'NR == 2 { print $4 }')
-log "$free_mb MB free in $OUT; POINTS=$POINTS DD_MB=$DD_MB"
+log "$free_mb MB free in $OUT; POINTS=$POINTS DD_MB=$DD_MB S3=$S3"
 ((free_mb > DD_MB + 1024)) || fail "only $free_mb MB free in $OUT: lower DD_MB or free space"
+
+# --- the S3 server -----------------------------------------------------------------
+LOCAL_DEST="$OUT/backups"
+S3_DEST=""
+if [ "$S3" = 1 ]; then
+  scripts/deps.d/s3s-fs.sh || fail "cannot build s3s-fs (scripts/deps.d/s3s-fs.sh)"
+  s3_port=$(sh_free_port)
+  # The nodes upload and download themselves: they inherit these.
+  export AWS_ACCESS_KEY_ID=shardhouse AWS_SECRET_ACCESS_KEY=shardhouse-bench AWS_REGION=us-east-1
+  mkdir -p "$OUT/s3/bench"
+  "$CACHE/bin/s3s-fs-0.14.1" --host 127.0.0.1 --port "$s3_port" --access-key "$AWS_ACCESS_KEY_ID" \
+    --secret-key "$AWS_SECRET_ACCESS_KEY" "$OUT/s3" >"$OUT/s3.log" 2>&1 &
+  S3_PID=$!
+  for _ in $(seq 100); do
+    curl -s -o /dev/null "http://127.0.0.1:$s3_port/" && break
+    sleep 0.1
+  done
+  S3_DEST="s3://bench/backups?endpoint=http://127.0.0.1:$s3_port&path_style=true"
+  log "s3s-fs on 127.0.0.1:$s3_port over $OUT/s3"
+fi
 
 # --- 1. the data -----------------------------------------------------------------
 start_cluster "$OUT/a"
@@ -135,51 +173,96 @@ dd_bytes=$((DD_MB / 4 * 4 * 1048576))
 disk_w=$(rate "$dd_bytes" "$w") disk_r=$(rate "$dd_bytes" "$r")
 log "disk: write $disk_w MB/s, read $disk_r MB/s"
 
-# --- 3. backup ---------------------------------------------------------------------
-drop_caches
-t=$(now)
-"$CTL" --etcd "$SH_ETCD_ENDPOINT" backup create --to "$OUT/backups" --id bench "${backup_knobs[@]}" \
-  >"$OUT/backup.out" 2>&1 || {
-  cat "$OUT/backup.out" >&2
-  fail "backup failed"
+# --- 3. backups ----------------------------------------------------------------------
+# backup_to NAME DEST: a backup with id NAME, timed up to a sync; sets
+# BYTES and SECS.
+backup_to() {
+  drop_caches
+  local t0
+  t0=$(now)
+  "$CTL" --etcd "$SH_ETCD_ENDPOINT" backup create --to "$2" --id "$1" "${backup_knobs[@]}" \
+    >"$OUT/backup-$1.out" 2>&1 || {
+    cat "$OUT/backup-$1.out" >&2
+    fail "backup $1 to $2 failed"
+  }
+  sync
+  SECS=$(python3 -c "print($(now) - $t0)")
+  cat "$OUT/backup-$1.out" >&2
+  BYTES=$(sed -n "s/^backup $1 bytes=\([0-9]*\) .*/\1/p" "$OUT/backup-$1.out")
+  if [ -z "$BYTES" ] || ((BYTES == 0)); then fail "backup $1 stored no bytes"; fi
 }
-sync
-backup_secs=$(python3 -c "print($(now) - $t)")
-cat "$OUT/backup.out" >&2
-bytes=$(sed -n 's/^backup bench bytes=\([0-9]*\) .*/\1/p' "$OUT/backup.out")
-if [ -z "$bytes" ] || ((bytes == 0)); then fail "the backup stored no bytes"; fi
+backup_to bench "$LOCAL_DEST"
+bytes=$BYTES backup_secs=$SECS
+s3_bytes=0 s3_backup_secs=0
+if [ "$S3" = 1 ]; then
+  s3_cpu0=$(cpu_secs "$S3_PID")
+  backup_to bench-s3 "$S3_DEST"
+  s3_bytes=$BYTES s3_backup_secs=$SECS
+  # The S3 server shares the machine's cores: its CPU seconds per phase.
+  log "s3s-fs CPU during the backup: $(since "$s3_cpu0" "$(cpu_secs "$S3_PID")") s (wall $(since 0 "$SECS") s)"
+fi
 
 log "stopping and deleting cluster A (its logs kept in $OUT/a-logs)"
 sh_stop_all
 mv "$OUT/a/logs" "$OUT/a-logs"
 rm -rf "$OUT/a"
 
-# --- 4. restore --------------------------------------------------------------------
-start_cluster "$OUT/b"
-drop_caches
-t=$(now)
-"$CTL" --etcd "$SH_ETCD_ENDPOINT" restore --from "$OUT/backups" --backup bench "${knobs[@]}" \
-  >"$OUT/restore.out" 2>&1 || {
-  cat "$OUT/restore.out" >&2
-  fail "restore failed"
+# --- 4. restores ---------------------------------------------------------------------
+# restore_from NAME DEST DIR: restores backup NAME into a new cluster in DIR,
+# timed up to a sync, counts its rows; sets SECS.
+restore_from() {
+  start_cluster "$3"
+  drop_caches
+  local t0 rows
+  t0=$(now)
+  "$CTL" --etcd "$SH_ETCD_ENDPOINT" restore --from "$2" --backup "$1" "${knobs[@]}" \
+    >"$OUT/restore-$1.out" 2>&1 || {
+    cat "$OUT/restore-$1.out" >&2
+    fail "restore of $1 from $2 failed"
+  }
+  sync
+  SECS=$(python3 -c "print($(now) - $t0)")
+  cat "$OUT/restore-$1.out" >&2
+  rows=$(curl -s -G "http://$SH_ROUTER_HTTP/api/v1/sql?db=shardhouse" \
+    --data-urlencode 'q=SELECT count() AS n FROM bench' |
+    python3 -c 'import json, sys; print(sum(int(r["n"]) for r in json.load(sys.stdin)))' || echo 0)
+  log "restored rows of $1: $rows (acknowledged points: $points)"
+  ((rows >= points)) || fail "the cluster restored from $1 holds $rows rows of bench, fewer than the $points acknowledged"
 }
-sync
-restore_secs=$(python3 -c "print($(now) - $t)")
-cat "$OUT/restore.out" >&2
-rows=$(curl -s -G "http://$SH_ROUTER_HTTP/api/v1/sql?db=shardhouse" \
-  --data-urlencode 'q=SELECT count() AS n FROM bench' |
-  python3 -c 'import json, sys; print(sum(int(r["n"]) for r in json.load(sys.stdin)))' || echo 0)
-log "restored rows: $rows (acknowledged points: $points)"
-((rows >= points)) || fail "the restored cluster holds $rows rows of bench, fewer than the $points acknowledged"
+restore_from bench "$LOCAL_DEST" "$OUT/b"
+restore_secs=$SECS s3_restore_secs=0
+if [ "$S3" = 1 ]; then
+  sh_stop_all
+  mv "$OUT/b/logs" "$OUT/b-logs"
+  rm -rf "$OUT/b"
+  s3_cpu0=$(cpu_secs "$S3_PID")
+  restore_from bench-s3 "$S3_DEST" "$OUT/c"
+  s3_restore_secs=$SECS
+  log "s3s-fs CPU during the restore: $(since "$s3_cpu0" "$(cpu_secs "$S3_PID")") s (wall $(since 0 "$SECS") s)"
+fi
 
-python3 - "$bytes" "$points" "$backup_secs" "$restore_secs" "$disk_w" "$disk_r" "$load_secs" <<'EOF'
+python3 - "$bytes" "$points" "$backup_secs" "$restore_secs" "$disk_w" "$disk_r" "$load_secs" \
+  "$s3_bytes" "$s3_backup_secs" "$s3_restore_secs" <<'EOF'
 import sys
-b, p, bs, rs, dw, dr, ls = map(float, sys.argv[1:])
+b, p, bs, rs, dw, dr, ls, sb, sbs, srs = map(float, sys.argv[1:])
 disk = min(dw, dr)
-bm, rm = b / 1e6 / bs, b / 1e6 / rs
-print(f"[bench-backup] {int(p):,} points ({ls:.0f} s to load), backup {b / 1e6:.1f} MB "
-      f"in {bs:.1f} s, restore in {rs:.1f} s", file=sys.stderr)
-print(f"backup_mb_s={bm:.1f} backup_points_s={p / bs:.0f} restore_mb_s={rm:.1f} "
-      f"restore_points_s={p / rs:.0f} disk_write_mb_s={dw:.1f} disk_read_mb_s={dr:.1f} "
-      f"backup_pct_of_disk={100 * bm / disk:.0f} restore_pct_of_disk={100 * rm / disk:.0f}")
+err = lambda *a: print(*a, file=sys.stderr)
+err(f"[bench-backup] {int(p):,} points ({ls:.0f} s to load); disk (dd, O_DIRECT): "
+    f"write {dw:.1f} MB/s, read {dr:.1f} MB/s")
+err(f"{'destination':<12} {'phase':<8} {'MB':>8} {'s':>7} {'MB/s':>8} {'points/s':>12} {'% of disk':>9}")
+rows, keys = [("directory", "", b, bs, rs)], []
+if sb > 0:
+    rows.append(("s3 (s3s-fs)", "s3_", sb, sbs, srs))
+for name, prefix, mb_bytes, backup_s, restore_s in rows:
+    for phase, secs in (("backup", backup_s), ("restore", restore_s)):
+        mbs = mb_bytes / 1e6 / secs
+        pct = 100 * mbs / disk
+        err(f"{name:<12} {phase:<8} {mb_bytes / 1e6:>8.1f} {secs:>7.1f} {mbs:>8.1f} {p / secs:>12,.0f} {pct:>8.0f}%")
+        keys.append((f"{prefix}{phase}", mbs, p / secs, pct))
+line = [f"{k}_mb_s={m:.1f} {k}_points_s={ps:.0f}" for k, m, ps, _ in keys[:2]]
+line.append(f"disk_write_mb_s={dw:.1f} disk_read_mb_s={dr:.1f}")
+line += [f"{k}_pct_of_disk={pct:.0f}" for k, _, _, pct in keys[:2]]
+line += [f"{k}_mb_s={m:.1f} {k}_points_s={ps:.0f}" for k, m, ps, _ in keys[2:]]
+line += [f"{k}_pct_of_disk={pct:.0f}" for k, _, _, pct in keys[2:]]
+print(" ".join(line))
 EOF
