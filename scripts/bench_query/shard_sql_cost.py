@@ -12,7 +12,12 @@ session API), and times, per shard database holding `cpu`:
   captured from a run): the schema (`system.columns`), the tag index
   (`_series`), the fact rows read FINAL, for the windows of the benchmark;
 - for comparison, the same windows aggregated inside chDB (per-bucket sums
-  and counts, a count), with and without FINAL.
+  and counts, a count), with and without FINAL;
+- the fixed cost of one host's fact statement (issue 28 item 1): as the
+  node runs it (no FINAL on clean tables), on one thread (the readers'
+  `max_threads`), with a literal `series_id` instead of the `_series`
+  subquery, and the subquery alone (docs/benchmarks.md, "Engine cost per
+  read statement").
 
 Usage: shard_sql_cost.py ENGINE_DIR DATASET_JSON
 """
@@ -41,11 +46,12 @@ def main():
         return (f"time >= fromUnixTimestamp64Nano(toInt64({start})) "
                 f"AND time < fromUnixTimestamp64Nano(toInt64({end}))")
 
-    def fact(start, extra=""):
+    def fact(start, extra="", final=" FINAL"):
         return ("SELECT toUnixTimestamp64Nano(time) AS `__t`, series_id AS `__sid`, `usage_user` AS `s0` "
-                f"FROM `cpu` FINAL WHERE {win(start)}{extra} LIMIT 10000001")
+                f"FROM `cpu`{final} WHERE {win(start)}{extra} LIMIT 10000001")
 
-    one_host = " AND series_id IN (SELECT series_id FROM _series WHERE measurement = 'cpu' AND ((tags['host'] = 'host_1')))"
+    host_1 = "SELECT series_id FROM _series WHERE measurement = 'cpu' AND ((tags['host'] = 'host_1'))"
+    one_host = f" AND series_id IN ({host_1})"
     all_h = ds["hours"] * hour
     stmts = [
         ("schema: system.columns of cpu", "SELECT table, name, type FROM system.columns WHERE database = "
@@ -53,6 +59,10 @@ def main():
         ("tag index: _series of cpu", "SELECT series_id, arrayMap(k -> toString(k), mapKeys(tags)) AS keys, "
          "mapValues(tags) AS vals FROM _series WHERE measurement = 'cpu'"),
         ("fact rows FINAL: host_1, 1h", fact(end - hour, one_host)),
+        ("fact rows: host_1, 1h (no FINAL)", fact(end - hour, one_host, "")),
+        ("fact rows: host_1, 1h, max_threads=1", fact(end - hour, one_host, "") + " SETTINGS max_threads = 1"),
+        ("fact rows: host_1, 1h, literal series_id", fact(end - hour, " AND series_id IN ({host_1_id})", "")),
+        ("tag index: the host_1 subquery alone", host_1),
         ("fact rows FINAL: all hosts, 1h", fact(end - hour)),
         ("fact rows FINAL: all hosts, 3h", fact(end - 3 * hour)),
         (f"fact rows FINAL: all hosts, {ds['hours']}h", fact(end - all_h)),
@@ -84,6 +94,9 @@ def main():
         cells = []
         for d in dbs:
             s.query(f"USE {d}")
+            if "{host_1_id}" in q:
+                ids = str(s.query(host_1, "CSV")).split()
+                q = q.replace("{host_1_id}", ", ".join(ids) or "0")
             ms, nbytes = timed(q, 3 if "h, " in name and "1h" not in name else 10)
             cells.append(f"{ms:.2f} ({nbytes / 1e6:.2f})")
         print(f"| {name} | " + " | ".join(cells) + " |")
