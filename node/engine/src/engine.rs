@@ -101,9 +101,26 @@ pub struct Engine {
 }
 
 /// Settings of the connections that run users' queries, in this order:
-/// times come back in UTC whatever the machine's zone, and `readonly = 1`
+/// times come back in UTC whatever the machine's zone, each statement runs
+/// on `max_threads` threads ([`reader_max_threads`]), and `readonly = 1`
 /// (which also freezes every setting, `readonly` included) comes last.
-pub const READER_SETTINGS: &[&str] = &["SET session_timezone = 'UTC'", "SET readonly = 1"];
+pub fn reader_settings(max_threads: usize) -> Vec<String> {
+    vec![
+        "SET session_timezone = 'UTC'".to_string(),
+        format!("SET max_threads = {}", max_threads.max(1)),
+        "SET readonly = 1".to_string(),
+    ]
+}
+
+/// Threads one reader statement may use: the process's cores shared by
+/// its reader connections, at least one. A shard's read is mostly fixed
+/// cost (planning, on the calling thread); a pipeline per core on top of
+/// it costs ~0.5-1 ms of engine CPU per statement (docs/benchmarks.md,
+/// "Engine cost per read statement"), and a query's shards already run
+/// side by side on separate connections.
+pub fn reader_max_threads(cores: usize, readers: usize) -> usize {
+    (cores / readers.max(1)).max(1)
+}
 
 impl Engine {
     /// The schema of an Arrow IPC stream from a write (None for no bytes),
@@ -170,5 +187,27 @@ impl Inner {
     /// The shard's state, created empty on first use.
     pub(crate) fn shard_state(&self, shard: u32) -> Arc<ShardState> {
         self.shards.get_or_create(shard)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{reader_max_threads, reader_settings};
+
+    #[test]
+    fn readers_share_the_cores() {
+        assert_eq!(reader_max_threads(2, 2), 1);
+        assert_eq!(reader_max_threads(8, 2), 4);
+        assert_eq!(reader_max_threads(2, 1), 2);
+        assert_eq!(reader_max_threads(2, 4), 1);
+        assert_eq!(reader_max_threads(4, 0), 4);
+    }
+
+    #[test]
+    fn readonly_comes_last_and_threads_at_least_one() {
+        let s = reader_settings(0);
+        assert_eq!(s.last().map(String::as_str), Some("SET readonly = 1"));
+        assert!(s.contains(&"SET max_threads = 1".to_string()));
+        assert!(reader_settings(3).contains(&"SET max_threads = 3".to_string()));
     }
 }

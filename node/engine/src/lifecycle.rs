@@ -14,7 +14,7 @@ use crossbeam_channel::Receiver;
 use parking_lot::Mutex;
 
 use crate::columns::{strings, u64s};
-use crate::engine::{Engine, EngineConfig, Inner, READER_SETTINGS};
+use crate::engine::{reader_max_threads, reader_settings, Engine, EngineConfig, Inner};
 use crate::error::{EngineError, Result};
 use crate::layout::{self, FieldType, TableId, FLUSHED_TABLE, SERIES_ID, TIME};
 use crate::pool::{Conn, Pool};
@@ -102,15 +102,18 @@ impl Engine {
             return Err(EngineError::EngineNotFound { path: chdb_dir });
         }
         let db = open_database(&chdb_dir, &cfg.data_dir)?;
+        let cores = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
         let size = if cfg.pool_size == 0 {
-            std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(1)
+            cores
         } else {
             cfg.pool_size
         };
         let pool = Pool::new(&db, size, layout::WRITER_SETTINGS)?;
-        let readers = Pool::new(&db, size, READER_SETTINGS)?;
+        let reader_init = reader_settings(reader_max_threads(cores, size));
+        let reader_init: Vec<&str> = reader_init.iter().map(String::as_str).collect();
+        let readers = Pool::new(&db, size, &reader_init)?;
         let data_dir =
             std::fs::File::open(&cfg.data_dir).map_err(|source| EngineError::DataDir {
                 path: cfg.data_dir.clone(),

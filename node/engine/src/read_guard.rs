@@ -10,6 +10,9 @@
 //!   refuses several, and the formatted text is what runs;
 //! - the statement is a `SELECT` (union/intersect/except included) with no
 //!   `INTO OUTFILE` or `FORMAT` clause: its AST root has exactly one child;
+//! - no `SETTINGS` clause, in any (sub)query (a `Set` node): `readonly`
+//!   lets one through that repeats the session's own value, which changes
+//!   nothing but would make the refusal depend on the readers' settings;
 //! - no function that reaches outside the shard's data is called anywhere
 //!   ([`DENIED_FUNCTION_PREFIXES`]).
 
@@ -69,6 +72,11 @@ pub fn check_ast(lines: &[String]) -> Result<(), Refusal> {
     if root != "SelectWithUnionQuery (children 1)" {
         return Err(Refusal(
             "INTO OUTFILE, FORMAT and SETTINGS clauses are not allowed: results are returned as Arrow, on the server's settings".into(),
+        ));
+    }
+    if lines.iter().any(|l| l.trim() == "Set") {
+        return Err(Refusal(
+            "SETTINGS clauses are not allowed: queries run on the server's settings".into(),
         ));
     }
     for line in lines {
@@ -146,6 +154,21 @@ mod tests {
         // INTO OUTFILE 'x' FORMAT CSV adds children to the root.
         let e = check_ast(&lines("SelectWithUnionQuery (children 3)\n ExpressionList (children 1)\n Literal 'x'\n Identifier CSV")).unwrap_err();
         assert!(e.0.contains("INTO OUTFILE"), "{}", e.0);
+    }
+
+    #[test]
+    fn settings_clauses_are_refused_in_subqueries_too() {
+        // EXPLAIN AST of `SELECT x FROM (SELECT 1 AS x SETTINGS max_threads = 1)`.
+        let ast = lines(
+            "SelectWithUnionQuery (children 1)\n ExpressionList (children 1)\n  SelectQuery (children 2)\n   ExpressionList (children 1)\n    Identifier x\n   TablesInSelectQuery (children 1)\n    TablesInSelectQueryElement (children 1)\n     TableExpression (children 1)\n      Subquery (children 1)\n       SelectWithUnionQuery (children 1)\n        ExpressionList (children 1)\n         SelectQuery (children 2)\n          ExpressionList (children 1)\n           Literal UInt64_1 (alias x)\n          Set\n",
+        );
+        let e = check_ast(&ast).unwrap_err();
+        assert!(e.0.contains("SETTINGS"), "{}", e.0);
+        // A column or alias named `Set` is an identifier, not a clause.
+        let ast = lines(
+            "SelectWithUnionQuery (children 1)\n  SelectQuery (children 1)\n    Identifier Set\n",
+        );
+        assert_eq!(check_ast(&ast), Ok(()));
     }
 
     #[test]

@@ -90,6 +90,8 @@ fn only_one_select_runs_and_it_writes_nothing() {
         "DROP TABLE cpu".to_string(),
         "SET max_threads = 1".to_string(),
         "SELECT 1 SETTINGS max_threads = 1".to_string(),
+        "SELECT 1 SETTINGS max_threads = 3".to_string(),
+        "SELECT x FROM (SELECT 1 AS x SETTINGS max_threads = 1)".to_string(),
         "SYSTEM FLUSH LOGS".to_string(),
         "CREATE TABLE x (a Int8) ENGINE = Memory".to_string(),
         format!("SELECT 1 INTO OUTFILE '{}'", out.display()),
