@@ -10,12 +10,14 @@
 pub mod api;
 pub mod engine;
 mod error;
+mod label_cache;
 pub mod labels;
 pub mod source;
 
 pub use async_trait::async_trait;
 pub use engine::{Engine, EngineOptions, QueryValue, RangeSeries};
 pub use error::{Error, Result};
+pub use label_cache::LabelCache;
 pub use labels::Labels;
 pub use source::{
     Grid, LabelMatcher, MatchKind, MemorySource, Needed, SampleSource, Selection, Series,
