@@ -44,6 +44,8 @@ pub struct Router {
     request_seq: AtomicU64,
     /// When the router started (`/ready` answers it).
     pub started: SystemTime,
+    /// Labels of the series PromQL read, by series id.
+    pub promql_labels: shardhouse_promql::LabelCache,
 }
 
 impl Router {
@@ -71,6 +73,7 @@ impl Router {
             request_prefix: (now_nanos() as u64) ^ (u64::from(std::process::id()) << 40),
             request_seq: AtomicU64::new(0),
             started: SystemTime::now(),
+            promql_labels: Default::default(),
         })
     }
 

@@ -4,6 +4,12 @@
 //! every shard (a series and its samples live on one shard, so each
 //! shard's answer is whole); the engine re-checks every matcher, so the
 //! condition only has to select a superset.
+//!
+//! A selector is one statement per shard, all shards at once: the
+//! samples of the matching series, ordered by series. Their labels come
+//! from the router's [`LabelCache`] (a series id is the hash of its
+//! labels, so what an id names never changes); only a selection that
+//! meets an id the cache lacks asks those shards for its series' labels.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -20,6 +26,10 @@ use tokio::time::Instant;
 use crate::error::Error;
 use crate::read::sql::decode_ipc;
 use crate::state::Router;
+
+mod decode;
+
+use decode::SeriesSamples;
 
 /// DateTime64(9) holds times up to 2262; Prometheus's `maxTime` is far
 /// beyond, so ranges are clamped to what the table can hold.
@@ -92,7 +102,8 @@ fn num(n: i64) -> String {
     format!("({n})")
 }
 
-/// The samples of a selection, as `(series_id, t, bits)` rows: the value's
+/// The samples of a selection, as `(series_id, t, bits)` rows ordered by
+/// series id (decode.rs copies each series' run at once): the value's
 /// bits, so that a stale marker (one NaN among many) stays recognisable.
 /// Only what the engine will look at is read (see [`Needed`]), and at most
 /// one row past the query's remaining sample budget, so that a query over
@@ -124,7 +135,7 @@ pub fn samples_sql(cond: &str, sel: &Selection) -> String {
         Needed::NewestPerStep { grid, lookback } => {
             let first = num(grid.first);
             format!(
-                "SELECT series_id, max(ts) AS t, argMax(b, time) AS bits FROM (SELECT series_id, time, toUnixTimestamp64Milli(time) AS ts, reinterpretAsUInt64(ifNull(value, nan)) AS b, if(ts <= {first}, 0, intDiv(ts - {first} - 1, {step}) + 1) AS k FROM _samples FINAL WHERE {ids} AND {}) GROUP BY series_id, k HAVING t >= {first} + k * {step} - {lookback}{limit}",
+                "SELECT series_id, max(ts) AS t, argMax(b, time) AS bits FROM (SELECT series_id, time, toUnixTimestamp64Milli(time) AS ts, reinterpretAsUInt64(ifNull(value, nan)) AS b, if(ts <= {first}, 0, intDiv(ts - {first} - 1, {step}) + 1) AS k FROM _samples FINAL WHERE {ids} AND {}) GROUP BY series_id, k HAVING t >= {first} + k * {step} - {lookback} ORDER BY series_id, t{limit}",
                 time_condition(sel.start_ms, end(&grid)),
                 step = grid.step,
             )
@@ -148,14 +159,6 @@ fn uint(col: &ArrayRef, row: usize) -> Option<u64> {
     match col.data_type() {
         DataType::UInt64 => Some(col.as_primitive::<UInt64Type>().value(row)),
         DataType::Int64 => u64::try_from(col.as_primitive::<Int64Type>().value(row)).ok(),
-        _ => None,
-    }
-}
-
-fn int(col: &ArrayRef, row: usize) -> Option<i64> {
-    match col.data_type() {
-        DataType::Int64 => Some(col.as_primitive::<Int64Type>().value(row)),
-        DataType::UInt64 => i64::try_from(col.as_primitive::<UInt64Type>().value(row)).ok(),
         _ => None,
     }
 }
@@ -201,19 +204,67 @@ impl ShardSamples<'_> {
         let sql = series_sql(&cond, start, end, range.is_some());
         let mut out = HashMap::new();
         for (shard, batches) in self.each_shard(&sql).await? {
-            for b in batches.iter().filter(|b| b.num_columns() >= 3) {
-                for row in 0..b.num_rows() {
-                    let Some(id) = uint(b.column(0), row) else {
-                        continue;
-                    };
-                    let labels = labels_of(&text(b.column(1), row), &text(b.column(2), row));
-                    if matchers.iter().all(|m| m.matches_labels(&labels)) {
-                        out.insert((shard, id), labels);
-                    }
+            for (id, labels) in series_rows(&batches) {
+                if matchers.iter().all(|m| m.matches_labels(&labels)) {
+                    out.insert((shard, id), labels);
                 }
             }
         }
         Ok(out)
+    }
+
+    /// The labels of every series `cond` selects on `shards`, by id (the
+    /// shards are asked at once).
+    async fn series_on(
+        &self,
+        shards: &BTreeSet<u32>,
+        cond: &str,
+    ) -> shardhouse_promql::Result<HashMap<u64, Labels>> {
+        let sql = &series_sql(cond, 0, MAX_STORED_MS, false);
+        let cluster = &self.router.cluster;
+        let answers = futures::future::join_all(shards.iter().map(|&shard| async move {
+            let ipc = cluster
+                .planned_shard(&self.database, shard, sql, self.deadline)
+                .await
+                .map_err(source_error)?;
+            decode_ipc(shard, ipc).map_err(source_error)
+        }))
+        .await;
+        let mut out = HashMap::new();
+        for batches in answers {
+            out.extend(series_rows(&batches?));
+        }
+        Ok(out)
+    }
+
+    /// The labels of the series `found` (shard, id, samples) from the
+    /// cache, asking the shards that answered an id it lacks for the
+    /// series of `cond` (and remembering them). `None`: a series gone
+    /// from `_series` between the two statements.
+    async fn labels_of(
+        &self,
+        cond: &str,
+        found: &[(u32, SeriesSamples)],
+    ) -> shardhouse_promql::Result<Vec<Option<Labels>>> {
+        let cache = &self.router.promql_labels;
+        let mut labels = cache.get_all(&self.database, found.iter().map(|f| f.1 .0));
+        let missing: BTreeSet<u32> = found
+            .iter()
+            .zip(&labels)
+            .filter(|(_, l)| l.is_none())
+            .map(|(f, _)| f.0)
+            .collect();
+        if missing.is_empty() {
+            return Ok(labels);
+        }
+        let read = self.series_on(&missing, cond).await?;
+        for (f, l) in found.iter().zip(&mut labels) {
+            if l.is_none() {
+                *l = read.get(&f.1 .0).cloned();
+            }
+        }
+        cache.insert_all(&self.database, read);
+        Ok(labels)
     }
 
     /// Label names (or one label's values) over the series of `sets`
@@ -244,18 +295,29 @@ impl ShardSamples<'_> {
     }
 }
 
+/// The series rows of `series_sql` answers: id and labels.
+fn series_rows(batches: &[RecordBatch]) -> impl Iterator<Item = (u64, Labels)> + '_ {
+    batches
+        .iter()
+        .filter(|b| b.num_columns() >= 3)
+        .flat_map(|b| {
+            (0..b.num_rows()).filter_map(move |row| {
+                let id = uint(b.column(0), row)?;
+                Some((
+                    id,
+                    labels_of(&text(b.column(1), row), &text(b.column(2), row)),
+                ))
+            })
+        })
+}
+
 #[shardhouse_promql::async_trait]
 impl SampleSource for ShardSamples<'_> {
+    /// One statement per shard, every shard at once; the labels from the
+    /// cache (`labels_of`).
     async fn select(&self, sel: &Selection) -> shardhouse_promql::Result<Vec<Series>> {
-        // The series' labels and their samples are two statements per
-        // shard, independent of each other: both are sent at once, so a
-        // selector costs one round trip of latency, not two.
-        let sql = samples_sql(&series_condition(&sel.matchers), sel);
-        let (mut series, answers) =
-            tokio::try_join!(self.series(&sel.matchers, None), self.each_shard(&sql))?;
-        if series.is_empty() {
-            return Ok(Vec::new());
-        }
+        let cond = series_condition(&sel.matchers);
+        let answers = self.each_shard(&samples_sql(&cond, sel)).await?;
         let rows: usize = answers
             .iter()
             .flat_map(|(_, batches)| batches.iter().map(RecordBatch::num_rows))
@@ -263,29 +325,28 @@ impl SampleSource for ShardSamples<'_> {
         if rows > sel.limit {
             return Err(shardhouse_promql::Error::TooManySamples);
         }
-        let mut samples: HashMap<(u32, u64), Vec<(i64, f64)>> = HashMap::new();
+        let mut found = Vec::new();
         for (shard, batches) in answers {
-            for b in batches.iter().filter(|b| b.num_columns() >= 3) {
-                for row in 0..b.num_rows() {
-                    let (Some(id), Some(t), Some(bits)) = (
-                        uint(b.column(0), row),
-                        int(b.column(1), row),
-                        uint(b.column(2), row),
-                    ) else {
-                        continue;
-                    };
-                    samples
-                        .entry((shard, id))
-                        .or_default()
-                        .push((t, f64::from_bits(bits)));
-                }
-            }
+            let series = decode::series_samples(&batches).map_err(|e| {
+                shardhouse_promql::Error::Source(format!(
+                    "reading the shards: shard {shard} answered a selection oddly ({e}); are the router and nodes of one version?"
+                ))
+            })?;
+            found.extend(series.into_iter().map(|s| (shard, s)));
         }
-        Ok(samples
+        let labels = self.labels_of(&cond, &found).await?;
+        // The shards' condition selects a superset (RE2 against Rust's
+        // regexes): every matcher is checked here.
+        Ok(found
             .into_iter()
-            .filter_map(|(key, samples)| {
-                series.remove(&key).map(|labels| Series { labels, samples })
+            .zip(labels)
+            .filter_map(|((_, (_, samples)), labels)| {
+                Some(Series {
+                    labels: labels?,
+                    samples,
+                })
             })
+            .filter(|s| sel.matchers.iter().all(|m| m.matches_labels(&s.labels)))
             .collect())
     }
 }
