@@ -10,6 +10,11 @@
 //!   `AWS_SESSION_TOKEN`, `AWS_REGION`, `AWS_ENDPOINT`; in Kubernetes, from
 //!   a Secret mapped to those variables). Virtual-host addressing unless
 //!   `path_style=true` (MinIO and most self-hosted servers want path style).
+//!   Request bodies are sent as `UNSIGNED-PAYLOAD` (the headers are still
+//!   signed) unless `sign_payload=true`: signing hashes every byte with
+//!   SHA-256 on the node and again on the server, which cost more CPU than
+//!   the upload itself (see [`Target`]); the manifest's XXH3-128 of every
+//!   object, checked on every download, catches a body damaged on the way.
 //!
 //! Layout under the prefix: `CLUSTER` (the source cluster's name),
 //! `objects/ab/<id>` (content-addressed files), `backups/<id>.manifest`.
@@ -28,6 +33,18 @@ use crate::transfer::RateLimit;
 
 /// Files above this size are uploaded in parts.
 pub const MULTIPART_BYTES: u64 = 32 << 20;
+/// The size of one part of a multipart upload: object_store's default
+/// (5 MiB, S3's minimum) makes a request of every 5 MiB; larger parts
+/// mean fewer requests for the same bytes.
+const PART_BYTES: usize = 16 << 20;
+/// Parts of one file in flight at once.
+const PARTS_IN_FLIGHT: usize = 4;
+/// Files transferred at once per node, by default (`--jobs` overrides):
+/// a copy to or from a directory is bound by the disk, so a few suffice;
+/// each request to S3 also waits for a round trip and the server, which
+/// more requests in flight hide.
+const LOCAL_JOBS: usize = 4;
+const S3_JOBS: usize = 8;
 const CLUSTER_KEY: &str = "CLUSTER";
 
 /// Retries of one request. object_store's default (10 retries within
@@ -55,7 +72,20 @@ pub enum Target {
         endpoint: Option<String>,
         region: Option<String>,
         path_style: bool,
+        /// Sign the request bodies (SHA-256 of every byte on both ends);
+        /// off by default: see the module's documentation.
+        sign_payload: bool,
     },
+}
+
+impl Target {
+    /// Files transferred at once per node when the caller names none.
+    pub fn default_jobs(&self) -> usize {
+        match self {
+            Target::Local(_) => LOCAL_JOBS,
+            Target::S3 { .. } => S3_JOBS,
+        }
+    }
 }
 
 /// Parses a destination URL (see the module's documentation).
@@ -70,7 +100,8 @@ pub fn parse(url: &str) -> Result<Target> {
         if bucket.is_empty() {
             return Err(bad("no bucket: write s3://bucket[/prefix]"));
         }
-        let (mut endpoint, mut region, mut path_style) = (None, None, false);
+        let (mut endpoint, mut region) = (None, None);
+        let (mut path_style, mut sign_payload) = (false, false);
         for kv in query.split('&').filter(|s| !s.is_empty()) {
             match kv.split_once('=') {
                 Some(("endpoint", v)) => endpoint = Some(v.to_string()),
@@ -78,9 +109,14 @@ pub fn parse(url: &str) -> Result<Target> {
                 Some(("path_style", v)) => {
                     path_style = v.parse().map_err(|_| bad("path_style is true or false"))?
                 }
+                Some(("sign_payload", v)) => {
+                    sign_payload = v
+                        .parse()
+                        .map_err(|_| bad("sign_payload is true or false"))?
+                }
                 _ => {
                     return Err(bad(&format!(
-                        "unknown option {kv:?} (endpoint, region, path_style)"
+                        "unknown option {kv:?} (endpoint, region, path_style, sign_payload)"
                     )))
                 }
             }
@@ -91,6 +127,7 @@ pub fn parse(url: &str) -> Result<Target> {
             endpoint,
             region,
             path_style,
+            sign_payload,
         });
     }
     let path = url.strip_prefix("file://").unwrap_or(url);
@@ -110,6 +147,7 @@ pub struct Destination {
     prefix: String,
     /// The directory of a local destination (objects are plain files).
     local: Option<PathBuf>,
+    default_jobs: usize,
 }
 
 impl std::fmt::Debug for Destination {
@@ -125,6 +163,7 @@ impl Destination {
             reason: e.to_string(),
         };
         let target = parse(url)?;
+        let default_jobs = target.default_jobs();
         let local = match &target {
             Target::Local(dir) => Some(dir.clone()),
             Target::S3 { .. } => None,
@@ -145,11 +184,13 @@ impl Destination {
                 endpoint,
                 region,
                 path_style,
+                sign_payload,
             } => {
                 let mut b = object_store::aws::AmazonS3Builder::from_env()
                     .with_retry(retry_config())
                     .with_bucket_name(bucket)
-                    .with_virtual_hosted_style_request(!path_style);
+                    .with_virtual_hosted_style_request(!path_style)
+                    .with_unsigned_payload(!sign_payload);
                 if let Some(e) = endpoint {
                     b = b.with_allow_http(e.starts_with("http://")).with_endpoint(e);
                 }
@@ -164,11 +205,21 @@ impl Destination {
             store,
             prefix,
             local,
+            default_jobs,
         })
     }
 
     pub fn url(&self) -> &str {
         &self.url
+    }
+
+    /// Files to transfer at once per node: `requested`, or this kind of
+    /// destination's default for 0.
+    pub fn jobs(&self, requested: u32) -> usize {
+        match requested {
+            0 => self.default_jobs,
+            n => n as usize,
+        }
     }
 
     /// The file of an object of a local destination (None for S3): a
@@ -235,9 +286,9 @@ impl Destination {
             .put_multipart(&self.key(rel))
             .await
             .map_err(|e| self.err("PUT (multipart)", rel, e))?;
-        let mut w = WriteMultipart::new(upload);
+        let mut w = WriteMultipart::new_with_chunk_size(upload, PART_BYTES);
         let mut f = tokio::fs::File::open(path).await.map_err(io)?;
-        let mut buf = vec![0u8; 8 << 20];
+        let mut buf = vec![0u8; PART_BYTES];
         loop {
             use tokio::io::AsyncReadExt;
             let n = f.read(&mut buf).await.map_err(io)?;
@@ -247,7 +298,7 @@ impl Destination {
             if let Some(l) = limit {
                 l.take(n as u64).await;
             }
-            w.wait_for_capacity(4)
+            w.wait_for_capacity(PARTS_IN_FLIGHT)
                 .await
                 .map_err(|e| self.err("PUT (multipart)", rel, e))?;
             w.write(&buf[..n]);
@@ -446,13 +497,24 @@ mod tests {
                 endpoint: Some("http://127.0.0.1:9000".into()),
                 region: Some("eu-west-1".into()),
                 path_style: true,
+                sign_payload: false,
             }
         );
+        let signed = parse("s3://bk?sign_payload=true").unwrap();
+        assert!(matches!(
+            signed,
+            Target::S3 {
+                sign_payload: true,
+                ..
+            }
+        ));
+        assert!(signed.default_jobs() > parse("/var/b").unwrap().default_jobs());
         for bad in [
             "relative/dir",
             "s3://",
             "s3://b?colour=red",
             "s3://b?path_style=yes",
+            "s3://b?sign_payload=1",
         ] {
             let e = parse(bad).unwrap_err().to_string();
             assert!(e.contains(bad), "{e}");

@@ -25,7 +25,6 @@ use crate::context::NodeContext;
 
 /// How long a backup waits for this replica to apply up to the read index.
 const APPLY_TIMEOUT: Duration = Duration::from_secs(30);
-const DEFAULT_JOBS: usize = 4;
 /// Largest shard manifest a request or reply carries.
 pub const MAX_MANIFEST_BYTES: usize = 256 << 20;
 
@@ -64,14 +63,6 @@ pub fn backup_server(ctx: Arc<NodeContext>) -> proto::backup_server::BackupServe
     })
     .max_decoding_message_size(MAX_MANIFEST_BYTES)
     .max_encoding_message_size(MAX_MANIFEST_BYTES)
-}
-
-fn jobs(n: u32) -> usize {
-    if n == 0 {
-        DEFAULT_JOBS
-    } else {
-        n as usize
-    }
 }
 
 /// A destination's error as a gRPC status: what the caller can do differs.
@@ -155,7 +146,7 @@ impl proto::backup_server::Backup for BackupService {
             &frozen,
             base.as_ref(),
             ctx.node_id,
-            jobs(r.jobs),
+            dest.jobs(r.jobs),
             limit.as_deref(),
         )
         .await;
@@ -224,7 +215,7 @@ impl proto::backup_server::Backup for BackupService {
                 .join(format!("shard-{}-{}", r.shard, std::process::id()));
         // One limit per restore source on this node, shared by its shards.
         let limit = self.limit(&format!("restore {}", r.destination), r.max_bytes_per_sec);
-        let staged = download_shard(&dest, &m, &staging, jobs(r.jobs), limit.as_deref()).await;
+        let staged = download_shard(&dest, &m, &staging, dest.jobs(r.jobs), limit.as_deref()).await;
         let download_secs = t0.elapsed().as_secs_f64();
         let result = match staged {
             Ok(tables) => {

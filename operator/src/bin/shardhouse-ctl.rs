@@ -140,8 +140,9 @@ struct KnobArgs {
     /// Shards backed up or restored at once.
     #[arg(long, default_value_t = 2)]
     parallel_shards: usize,
-    /// Files each node transfers at once.
-    #[arg(long, default_value_t = 4)]
+    /// Files each node transfers at once (0: the destination's default,
+    /// 4 for a directory, 8 for S3, whose requests wait on round trips).
+    #[arg(long, default_value_t = 0)]
     jobs: u32,
 }
 
