@@ -13,7 +13,8 @@
 #     timed up to a `sync` afterwards (the bytes are on the disk); then the
 #     same to S3 (S3=1, the default): s3s-fs, the S3 server the backup suite
 #     runs (scripts/deps.d/s3s-fs.sh), on 127.0.0.1 over $OUT/s3, a fresh
-#     bucket, so every object is uploaded through the signed S3 API.
+#     bucket, so every object is uploaded through the S3 API (signed
+#     requests, unsigned bodies: the destination's default).
 #  4. Cluster A stopped and deleted; cluster B (1 node, same shards) started;
 #     `shardhouse-ctl restore` from the directory, timed up to a `sync`; the
 #     restored rows are counted (must be >= the acknowledged points). With
