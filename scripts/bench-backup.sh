@@ -46,6 +46,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib/cluster.sh
 source scripts/lib/cluster.sh
+# shellcheck source=scripts/lib/s3s.sh
+source scripts/lib/s3s.sh
 
 POINTS=${POINTS:-100000000}
 BATCH=${BATCH:-100000}
@@ -64,7 +66,6 @@ OUT=$(cd "$OUT" && pwd)
 sh_require_bins shardhouse-node shardhouse-router shardhouse-loadtest shardhouse-ctl
 LT="$SH_BIN/shardhouse-loadtest"
 CTL="$SH_BIN/shardhouse-ctl"
-CACHE=${SHARDHOUSE_CACHE:-$HOME/.cache/shardhouse}
 log() { echo "[bench-backup] $*" >&2; }
 fail() {
   echo "FAIL bench-backup: $*" >&2
@@ -134,17 +135,11 @@ LOCAL_DEST="$OUT/backups"
 S3_DEST=""
 if [ "$S3" = 1 ]; then
   scripts/deps.d/s3s-fs.sh || fail "cannot build s3s-fs (scripts/deps.d/s3s-fs.sh)"
-  s3_port=$(sh_free_port)
   # The nodes upload and download themselves: they inherit these.
   export AWS_ACCESS_KEY_ID=shardhouse AWS_SECRET_ACCESS_KEY=shardhouse-bench AWS_REGION=us-east-1
   mkdir -p "$OUT/s3/bench"
-  "$CACHE/bin/s3s-fs-0.14.1" --host 127.0.0.1 --port "$s3_port" --access-key "$AWS_ACCESS_KEY_ID" \
-    --secret-key "$AWS_SECRET_ACCESS_KEY" "$OUT/s3" >"$OUT/s3.log" 2>&1 &
-  S3_PID=$!
-  for _ in $(seq 100); do
-    curl -s -o /dev/null "http://127.0.0.1:$s3_port/" && break
-    sleep 0.1
-  done
+  s3s_start "$OUT/s3" "$OUT/s3.log" || fail "the S3 server did not start"
+  s3_port=$S3_PORT
   S3_DEST="s3://bench/backups?endpoint=http://127.0.0.1:$s3_port&path_style=true"
   log "s3s-fs on 127.0.0.1:$s3_port over $OUT/s3"
 fi

@@ -46,6 +46,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 # shellcheck source=scripts/lib/cluster.sh
 source scripts/lib/cluster.sh
+# shellcheck source=scripts/lib/s3s.sh
+source scripts/lib/s3s.sh
 
 log() { echo "[backup] $*" >&2; }
 fail() {
@@ -65,14 +67,12 @@ PRELOAD_BATCH=${PRELOAD_BATCH:-100000}
 RATE=${RATE:-10}
 BATCH=${BATCH:-100}
 STEADY_SERIES=64
-CACHE=${SHARDHOUSE_CACHE:-$HOME/.cache/shardhouse}
 sh_require_bins shardhouse-node shardhouse-router shardhouse-loadtest shardhouse-ctl shardhouse-wal-points
 LT="$SH_BIN/shardhouse-loadtest"
 CTL="$SH_BIN/shardhouse-ctl"
 WAL_POINTS="$SH_BIN/shardhouse-wal-points"
 
 scripts/deps.d/s3s-fs.sh || fail "cannot build s3s-fs (scripts/deps.d/s3s-fs.sh)"
-S3S="$CACHE/bin/s3s-fs-0.14.1"
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/shardhouse-backup-test.XXXXXX")
 LOAD_PID="" S3_PID="" SCENARIOS=0
@@ -99,17 +99,10 @@ passed() {
 }
 
 # --- the S3 server ------------------------------------------------------------
-S3_PORT=$(sh_free_port)
 # The nodes open the destination themselves: they inherit these.
 export AWS_ACCESS_KEY_ID=shardhouse AWS_SECRET_ACCESS_KEY=shardhouse-backup-test AWS_REGION=us-east-1
 mkdir -p "$TMP/s3/backups"
-"$S3S" --host 127.0.0.1 --port "$S3_PORT" --access-key "$AWS_ACCESS_KEY_ID" \
-  --secret-key "$AWS_SECRET_ACCESS_KEY" "$TMP/s3" >"$TMP/s3.log" 2>&1 &
-S3_PID=$!
-for _ in $(seq 100); do
-  curl -s -o /dev/null "http://127.0.0.1:$S3_PORT/" && break
-  sleep 0.1
-done
+s3s_start "$TMP/s3" "$TMP/s3.log" || fail "the S3 server did not start"
 DEST="s3://backups/cluster-a?endpoint=http://127.0.0.1:$S3_PORT&path_style=true"
 OBJECTS="$TMP/s3/backups/cluster-a"
 log "s3s-fs on 127.0.0.1:$S3_PORT, destination $DEST"
