@@ -3,7 +3,7 @@
 //! Per measurement: (1) the shards' columns of it (a field a shard never
 //! received is NULL there); (2) the tag index rows the statement needs
 //! (only when it groups by, shows or orders by tags; asked beside the
-//! facts unless `*` makes the plan depend on them, [`SeriesNeed`]); (3) each shard's points in the
+//! facts when the plan does not depend on them, [`SeriesNeed`]); (3) each shard's points in the
 //! time range, pruned by the tag condition through the tag index and
 //! filtered by the field condition, read `FINAL` (one row per point); then
 //! the `shardhouse-eval` pipeline: each shard's points become per-group,
@@ -431,11 +431,12 @@ impl Shape {
 enum SeriesNeed {
     /// No tags are shown, grouped by or computed with.
     No,
-    /// `*` or a regex among the fields or dimensions: the tag keys decide
-    /// the plan, so they come before the facts.
+    /// `*` or a regex among the fields or dimensions, or a field
+    /// expression naming a tag: the tag keys decide the plan (what a name
+    /// is, which columns show), so they come before the facts.
     First,
-    /// Grouped by or computing with named tags: the facts do not depend on
-    /// them, so both are asked at once.
+    /// Grouped by named tags, every name in the fields a field: the plan
+    /// and the facts do not depend on the tags, so both are asked at once.
     Alongside,
     /// Raw rows only: at one time InfluxDB orders the rows of different
     /// series by series key, which needs the tags only when the facts hold
@@ -456,11 +457,9 @@ fn series_need(stmt: &SelectStatement, shape: &Shape, schema: &Schema) -> Series
                 .fields
                 .iter()
                 .any(|f| matches!(f.expr, Expr::Wildcard(_))));
-    if wants_tag_keys {
+    if wants_tag_keys || stmt.fields.iter().any(|f| uses_tags(&f.expr, &is_field)) {
         SeriesNeed::First
-    } else if !shape.dims_spec.is_empty()
-        || stmt.fields.iter().any(|f| uses_tags(&f.expr, &is_field))
-    {
+    } else if !shape.dims_spec.is_empty() {
         SeriesNeed::Alongside
     } else if !shape.has_call {
         SeriesNeed::ToOrderRows
@@ -675,7 +674,14 @@ mod tests {
             need("SELECT mean(usage) FROM cpu GROUP BY host"),
             SeriesNeed::Alongside
         );
-        assert_eq!(need("SELECT usage, host FROM cpu"), SeriesNeed::Alongside);
+        // A name that is not a field is planned as a tag only if the
+        // series have that key (else: no field selected, an error).
+        assert_eq!(need("SELECT usage, host FROM cpu"), SeriesNeed::First);
+        assert_eq!(need("SELECT host FROM cpu"), SeriesNeed::First);
+        assert_eq!(
+            need("SELECT mean(usage) FROM cpu GROUP BY host, region"),
+            SeriesNeed::Alongside
+        );
         assert_eq!(
             need("SELECT usage FROM cpu WHERE host = 'a'"),
             SeriesNeed::ToOrderRows
