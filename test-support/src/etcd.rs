@@ -38,12 +38,38 @@ impl Etcd {
 
 /// Starts etcd with its data and `etcd.log` under `dir` and waits (up to
 /// 20 s) until its client port accepts; returns it and its client URL.
+/// A port taken between picking and binding it is picked again (up to
+/// [`BIND_ATTEMPTS`] times): tests start many processes at once.
 pub fn spawn_etcd(dir: &Path) -> Result<(Proc, String)> {
-    let (client, peer) = (free_port(), free_port());
+    let mut attempt = 1;
+    loop {
+        match spawn_etcd_once(dir) {
+            Err(e) if attempt < BIND_ATTEMPTS && is_port_taken(&e) => attempt += 1,
+            other => return other,
+        }
+    }
+}
+
+/// How many times [`spawn_etcd`] picks new ports when one was taken.
+pub const BIND_ATTEMPTS: u32 = 5;
+
+/// etcd's own words when a listen port is in use.
+fn is_port_taken(e: &anyhow::Error) -> bool {
+    format!("{e:#}").contains("address already in use")
+}
+
+fn spawn_etcd_once(dir: &Path) -> Result<(Proc, String)> {
+    let client = free_port();
+    let peer = std::iter::repeat_with(free_port)
+        .find(|&p| p != client)
+        .expect("a second free port");
     let endpoint = format!("http://127.0.0.1:{client}");
     let peer_url = format!("http://127.0.0.1:{peer}");
     let log_path = dir.join("etcd.log");
     let log = std::fs::File::create(&log_path)?;
+    // A retry starts on a clean data dir: the failed member may have
+    // written its first files.
+    let _ = std::fs::remove_dir_all(dir.join("etcd-data"));
     let child = Command::new("etcd")
         .arg("--name")
         .arg("test")
