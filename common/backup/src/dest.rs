@@ -29,7 +29,7 @@ use object_store::{ObjectStore, PutPayload, WriteMultipart};
 
 use crate::error::{BackupError, Result};
 use crate::manifest::{self, Manifest};
-use crate::transfer::RateLimit;
+use crate::rate::RateLimit;
 
 /// Files above this size are uploaded in parts.
 pub const MULTIPART_BYTES: u64 = 32 << 20;
@@ -442,7 +442,7 @@ impl Destination {
         };
         let dest = self.clone();
         tokio::task::spawn_blocking(move || {
-            crate::transfer::write_durably(&dest, &key, &target, |staging| {
+            crate::local::write_durably(dest.url(), &key, &target, |staging| {
                 std::fs::write(staging, &bytes).map_err(|e| ("writing".to_string(), e))
             })
         })

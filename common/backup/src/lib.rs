@@ -35,9 +35,11 @@
 
 pub mod dest;
 pub mod error;
+mod local;
 pub mod manifest;
 pub mod merged;
 pub mod objects;
+pub mod rate;
 pub mod retention;
 pub mod transfer;
 

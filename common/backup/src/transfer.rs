@@ -13,9 +13,6 @@
 //! blocking pool: a restore ran at a quarter of the disk's rate).
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
@@ -24,75 +21,13 @@ use xxhash_rust::xxh3::Xxh3;
 
 use crate::dest::{Destination, MULTIPART_BYTES};
 use crate::error::{BackupError, Result};
+use crate::local::write_durably;
 use crate::manifest::{FileEntry, Stats};
 use crate::objects::ObjectId;
+pub use crate::rate::RateLimit;
 
 /// Read and write size of copies.
 const COPY_BUF: usize = 1 << 20;
-
-/// A transfer rate limit (bytes per second) shared by the uploads of one
-/// backup, or the downloads of one restore, on one node: a token bucket holding at most one second of
-/// bytes. A sender takes its bytes before sending them; when the bucket
-/// is short it waits until the rate has paid them back, so concurrent
-/// senders queue behind each other's debt and the sum keeps the rate.
-#[derive(Debug)]
-pub struct RateLimit {
-    bytes_per_sec: f64,
-    bucket: Mutex<Bucket>,
-}
-
-/// The state of a token bucket: `tokens` may go below zero (a debt the
-/// next senders wait for).
-#[derive(Debug, Clone, Copy)]
-pub struct Bucket {
-    pub tokens: f64,
-    pub at: Instant,
-}
-
-impl Bucket {
-    /// Takes `n` bytes at `now` for a bucket refilled at `rate` bytes/s up
-    /// to `rate` bytes; returns how long the sender waits before sending.
-    pub fn take(&mut self, rate: f64, n: u64, now: Instant) -> Duration {
-        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
-        self.tokens = (self.tokens + elapsed * rate).min(rate);
-        self.at = now.max(self.at);
-        self.tokens -= n as f64;
-        if self.tokens >= 0.0 {
-            Duration::ZERO
-        } else {
-            Duration::from_secs_f64(-self.tokens / rate)
-        }
-    }
-}
-
-impl RateLimit {
-    /// None for 0 (no limit).
-    pub fn new(bytes_per_sec: u64) -> Option<RateLimit> {
-        (bytes_per_sec > 0).then(|| RateLimit {
-            bytes_per_sec: bytes_per_sec as f64,
-            bucket: Mutex::new(Bucket {
-                tokens: bytes_per_sec as f64,
-                at: Instant::now(),
-            }),
-        })
-    }
-
-    pub fn bytes_per_sec(&self) -> u64 {
-        self.bytes_per_sec as u64
-    }
-
-    /// Waits until `n` more bytes may be sent.
-    pub async fn take(&self, n: u64) {
-        let wait = self.bucket.lock().unwrap_or_else(|e| e.into_inner()).take(
-            self.bytes_per_sec,
-            n,
-            Instant::now(),
-        );
-        if !wait.is_zero() {
-            tokio::time::sleep(wait).await;
-        }
-    }
-}
 
 /// Hashes and uploads files that are not yet in the destination, `jobs`
 /// at a time, at most at `limit`'s rate. Returns one entry per file (in
@@ -191,56 +126,11 @@ async fn upload_one(
 /// into place (then fsyncs the directory), so a reader never sees half an
 /// object and the manifest, written after, never names one a crash lost.
 pub(crate) fn copy_into(dest: &Destination, key: &str, from: &Path, target: &Path) -> Result<()> {
-    write_durably(dest, key, target, |staging| {
+    write_durably(dest.url(), key, target, |staging| {
         std::fs::copy(from, staging)
             .map(|_| ())
             .map_err(|e| (format!("copying {}", from.display()), e))
     })
-}
-
-/// Writes `target` of a local destination with `write` (to a staging
-/// path it is given), fsynced and renamed into place.
-pub(crate) fn write_durably(
-    dest: &Destination,
-    key: &str,
-    target: &Path,
-    write: impl FnOnce(&Path) -> std::result::Result<(), (String, std::io::Error)>,
-) -> Result<()> {
-    static N: AtomicU64 = AtomicU64::new(0);
-    let fail = |what: &str, e: std::io::Error| BackupError::Store {
-        url: dest.url().to_string(),
-        op: "PUT",
-        key: key.to_string(),
-        message: format!("{what}: {e}"),
-    };
-    if let Some(dir) = target.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| fail("creating its directory", e))?;
-    }
-    let mut staging = target.as_os_str().to_owned();
-    staging.push(format!(
-        "#{}{:012}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let staging = PathBuf::from(staging);
-    let written = write(&staging)
-        .map_err(|(what, e)| fail(&what, e))
-        .and_then(|_| {
-            std::fs::File::open(&staging)
-                .and_then(|f| f.sync_all())
-                .map_err(|e| fail("fsync", e))
-        })
-        .and_then(|_| std::fs::rename(&staging, target).map_err(|e| fail("renaming", e)));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&staging);
-        return written;
-    }
-    if let Some(dir) = target.parent() {
-        std::fs::File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(|e| fail("fsync of its directory", e))?;
-    }
-    Ok(())
 }
 
 /// Downloads one file to `to`, checking its size and checksum; a damaged
@@ -413,25 +303,5 @@ mod tests {
             .to_string();
         assert!(e.contains(&entries[1].object.key()), "{e}");
         assert!(!to.exists());
-    }
-
-    #[test]
-    fn the_bucket_lends_one_second_and_then_paces_at_the_rate() {
-        let t0 = Instant::now();
-        let mut b = Bucket {
-            tokens: 100.0,
-            at: t0,
-        };
-        // A full bucket: a second's worth goes at once.
-        assert_eq!(b.take(100.0, 100, t0), Duration::ZERO);
-        // Then 50 bytes wait half a second, the next 50 a whole second.
-        assert_eq!(b.take(100.0, 50, t0), Duration::from_millis(500));
-        assert_eq!(b.take(100.0, 50, t0), Duration::from_secs(1));
-        // Three seconds later the debt (one second) is paid and one second
-        // is saved, not two.
-        let t3 = t0 + Duration::from_secs(3);
-        assert_eq!(b.take(100.0, 100, t3), Duration::ZERO);
-        assert_eq!(b.take(100.0, 25, t3), Duration::from_millis(250));
-        assert!(RateLimit::new(0).is_none());
     }
 }

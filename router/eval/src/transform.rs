@@ -100,106 +100,16 @@ impl Transform {
     /// Applies the transformation to one series' points (output order).
     pub fn apply(&self, points: &[Emitted], ascending: bool) -> Result<Vec<Emitted>> {
         let name = self.name();
-        let mut out = Vec::new();
         let values = points.iter().filter(|p| !p.value.is_null());
         match *self {
-            Transform::Elapsed { unit } => {
-                let mut prev: Option<i64> = None;
-                for p in values {
-                    if let Some(t0) = prev {
-                        out.push(Emitted::new(p.time, Value::Int((p.time - t0) / unit)));
-                    }
-                    prev = Some(p.time);
-                }
-            }
-            Transform::CumulativeSum => {
-                let mut total: Option<Value> = None;
-                for p in values {
-                    let next = match (&total, &p.value) {
-                        (None, v) => numeric(name, v)?.clone(),
-                        (Some(Value::Float(a)), Value::Float(b)) => Value::Float(a + b),
-                        (Some(Value::Int(a)), Value::Int(b)) => Value::Int(a.wrapping_add(*b)),
-                        (Some(Value::UInt(a)), Value::UInt(b)) => Value::UInt(a.wrapping_add(*b)),
-                        (Some(a), b) => return Err(conflict(name, a, b)),
-                    };
-                    out.push(Emitted::new(p.time, next.clone()));
-                    total = Some(next);
-                }
-            }
-            Transform::MovingAverage { n } => {
-                let mut window: Vec<Value> = Vec::with_capacity(n);
-                let mut pos = 0;
-                let mut sum = Value::Null;
-                for p in values {
-                    let v = numeric(name, &p.value)?;
-                    if window.len() == n {
-                        sum = combine(name, &sum, &window[pos], true)?;
-                        window[pos] = v.clone();
-                    } else {
-                        window.push(v.clone());
-                    }
-                    sum = combine(name, &sum, v, false)?;
-                    pos = (pos + 1) % n;
-                    if window.len() == n {
-                        let total = sum.as_f64().unwrap_or(f64::NAN);
-                        out.push(Emitted::new(p.time, Value::Float(total / n as f64)));
-                    }
-                }
-            }
+            Transform::Elapsed { unit } => Ok(elapsed(values, unit)),
+            Transform::CumulativeSum => cumulative_sum(name, values),
+            Transform::MovingAverage { n } => moving_average(name, values, n),
             Transform::Derivative { unit, non_negative } => {
-                let mut prev: Option<&Emitted> = None;
-                for p in values {
-                    numeric(name, &p.value)?;
-                    let Some(p0) = prev.filter(|p0| p0.time != p.time) else {
-                        prev = prev.or(Some(p));
-                        continue;
-                    };
-                    let diff = match (&p.value, &p0.value) {
-                        (Value::Float(b), Value::Float(a)) => b - a,
-                        (Value::Int(b), Value::Int(a)) => b.wrapping_sub(*a) as f64,
-                        (Value::UInt(b), Value::UInt(a)) if b > a => (b - a) as f64,
-                        (Value::UInt(b), Value::UInt(a)) => -((a - b) as f64),
-                        (b, a) => return Err(conflict(name, a, b)),
-                    };
-                    let mut elapsed = p.time - p0.time;
-                    if !ascending {
-                        elapsed = -elapsed;
-                    }
-                    if !(non_negative && diff < 0.0) {
-                        let value = diff / (elapsed as f64 / unit as f64);
-                        out.push(Emitted::new(p.time, Value::Float(value)));
-                    }
-                    prev = Some(p);
-                }
+                derivative(name, values, unit, non_negative, ascending)
             }
-            Transform::Difference { non_negative } => {
-                let mut prev: Option<&Emitted> = None;
-                for p in values {
-                    numeric(name, &p.value)?;
-                    let Some(p0) = prev.filter(|p0| p0.time != p.time) else {
-                        prev = prev.or(Some(p));
-                        continue;
-                    };
-                    let value = match (&p.value, &p0.value) {
-                        (Value::Float(b), Value::Float(a)) => Some(b - a)
-                            .filter(|d| !(non_negative && *d < 0.0))
-                            .map(Value::Float),
-                        (Value::Int(b), Value::Int(a)) => Some(b.wrapping_sub(*a))
-                            .filter(|d| !(non_negative && *d < 0))
-                            .map(Value::Int),
-                        (Value::UInt(b), Value::UInt(a)) => {
-                            (!(non_negative && b < a)).then(|| Value::UInt(b.wrapping_sub(*a)))
-                        }
-                        (b, a) => return Err(conflict(name, a, b)),
-                    };
-                    if let Some(value) = value {
-                        out.push(Emitted::new(p.time, value));
-                    }
-                    prev = Some(p);
-                }
-            }
+            Transform::Difference { non_negative } => difference(name, values, non_negative),
         }
-        Ok(out)
     }
 
     pub fn name(&self) -> &'static str {
@@ -257,4 +167,138 @@ fn combine(function: &'static str, sum: &Value, v: &Value, subtract: bool) -> Re
         }),
         (a, b) => return Err(conflict(function, a, b)),
     })
+}
+
+/// `elapsed()`: the time between consecutive points, in `unit`s.
+fn elapsed<'a>(values: impl Iterator<Item = &'a Emitted>, unit: i64) -> Vec<Emitted> {
+    let mut out = Vec::new();
+    let mut prev: Option<i64> = None;
+    for p in values {
+        if let Some(t0) = prev {
+            out.push(Emitted::new(p.time, Value::Int((p.time - t0) / unit)));
+        }
+        prev = Some(p.time);
+    }
+    out
+}
+
+/// `cumulative_sum()`: the running sum.
+fn cumulative_sum<'a>(
+    name: &'static str,
+    values: impl Iterator<Item = &'a Emitted>,
+) -> Result<Vec<Emitted>> {
+    let mut out = Vec::new();
+    let mut total: Option<Value> = None;
+    for p in values {
+        let next = match (&total, &p.value) {
+            (None, v) => numeric(name, v)?.clone(),
+            (Some(Value::Float(a)), Value::Float(b)) => Value::Float(a + b),
+            (Some(Value::Int(a)), Value::Int(b)) => Value::Int(a.wrapping_add(*b)),
+            (Some(Value::UInt(a)), Value::UInt(b)) => Value::UInt(a.wrapping_add(*b)),
+            (Some(a), b) => return Err(conflict(name, a, b)),
+        };
+        out.push(Emitted::new(p.time, next.clone()));
+        total = Some(next);
+    }
+    Ok(out)
+}
+
+/// `moving_average()`: the mean of each window of `n` points.
+fn moving_average<'a>(
+    name: &'static str,
+    values: impl Iterator<Item = &'a Emitted>,
+    n: usize,
+) -> Result<Vec<Emitted>> {
+    let mut out = Vec::new();
+    let mut window: Vec<Value> = Vec::with_capacity(n);
+    let mut pos = 0;
+    let mut sum = Value::Null;
+    for p in values {
+        let v = numeric(name, &p.value)?;
+        if window.len() == n {
+            sum = combine(name, &sum, &window[pos], true)?;
+            window[pos] = v.clone();
+        } else {
+            window.push(v.clone());
+        }
+        sum = combine(name, &sum, v, false)?;
+        pos = (pos + 1) % n;
+        if window.len() == n {
+            let total = sum.as_f64().unwrap_or(f64::NAN);
+            out.push(Emitted::new(p.time, Value::Float(total / n as f64)));
+        }
+    }
+    Ok(out)
+}
+
+/// `derivative()` and `non_negative_derivative()`: the rate of change per
+/// `unit` between consecutive points of distinct times.
+fn derivative<'a>(
+    name: &'static str,
+    values: impl Iterator<Item = &'a Emitted>,
+    unit: i64,
+    non_negative: bool,
+    ascending: bool,
+) -> Result<Vec<Emitted>> {
+    let mut out = Vec::new();
+    let mut prev: Option<&Emitted> = None;
+    for p in values {
+        numeric(name, &p.value)?;
+        let Some(p0) = prev.filter(|p0| p0.time != p.time) else {
+            prev = prev.or(Some(p));
+            continue;
+        };
+        let diff = match (&p.value, &p0.value) {
+            (Value::Float(b), Value::Float(a)) => b - a,
+            (Value::Int(b), Value::Int(a)) => b.wrapping_sub(*a) as f64,
+            (Value::UInt(b), Value::UInt(a)) if b > a => (b - a) as f64,
+            (Value::UInt(b), Value::UInt(a)) => -((a - b) as f64),
+            (b, a) => return Err(conflict(name, a, b)),
+        };
+        let mut elapsed = p.time - p0.time;
+        if !ascending {
+            elapsed = -elapsed;
+        }
+        if !(non_negative && diff < 0.0) {
+            let value = diff / (elapsed as f64 / unit as f64);
+            out.push(Emitted::new(p.time, Value::Float(value)));
+        }
+        prev = Some(p);
+    }
+    Ok(out)
+}
+
+/// `difference()` and `non_negative_difference()`: the change between
+/// consecutive points of distinct times.
+fn difference<'a>(
+    name: &'static str,
+    values: impl Iterator<Item = &'a Emitted>,
+    non_negative: bool,
+) -> Result<Vec<Emitted>> {
+    let mut out = Vec::new();
+    let mut prev: Option<&Emitted> = None;
+    for p in values {
+        numeric(name, &p.value)?;
+        let Some(p0) = prev.filter(|p0| p0.time != p.time) else {
+            prev = prev.or(Some(p));
+            continue;
+        };
+        let value = match (&p.value, &p0.value) {
+            (Value::Float(b), Value::Float(a)) => Some(b - a)
+                .filter(|d| !(non_negative && *d < 0.0))
+                .map(Value::Float),
+            (Value::Int(b), Value::Int(a)) => Some(b.wrapping_sub(*a))
+                .filter(|d| !(non_negative && *d < 0))
+                .map(Value::Int),
+            (Value::UInt(b), Value::UInt(a)) => {
+                (!(non_negative && b < a)).then(|| Value::UInt(b.wrapping_sub(*a)))
+            }
+            (b, a) => return Err(conflict(name, a, b)),
+        };
+        if let Some(value) = value {
+            out.push(Emitted::new(p.time, value));
+        }
+        prev = Some(p);
+    }
+    Ok(out)
 }

@@ -55,7 +55,7 @@ pub enum Statement {
         database: Ident,
     },
     /// Users and privileges (`users.rs`).
-    User(crate::users::UserStatement),
+    User(UserStatement),
 }
 
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -498,5 +498,74 @@ impl MeasurementName {
 impl Field {
     pub fn new(expr: Expr) -> Self {
         Field { expr, alias: None }
+    }
+}
+
+// --- Users and privileges (parsed in users.rs) ---
+
+/// A privilege as InfluxDB names it. `None` is only ever shown (a user
+/// whose grant on a database was revoked), never parsed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Privilege {
+    None,
+    Read,
+    Write,
+    All,
+}
+
+impl Privilege {
+    /// InfluxDB's text in `SHOW GRANTS` and in statements.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Privilege::None => "NO PRIVILEGES",
+            Privilege::Read => "READ",
+            Privilege::Write => "WRITE",
+            Privilege::All => "ALL PRIVILEGES",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum UserStatement {
+    /// `CREATE USER name WITH PASSWORD 'x' [WITH ALL PRIVILEGES]`.
+    Create {
+        name: Ident,
+        password: String,
+        admin: bool,
+    },
+    Drop {
+        name: Ident,
+    },
+    /// `SET PASSWORD FOR name = 'x'`.
+    SetPassword {
+        name: Ident,
+        password: String,
+    },
+    ShowUsers,
+    ShowGrants {
+        name: Ident,
+    },
+    /// `GRANT p ON db TO u`, or `GRANT ALL [PRIVILEGES] TO u` (admin) when
+    /// `database` is `None`.
+    Grant {
+        privilege: Privilege,
+        database: Option<Ident>,
+        user: Ident,
+    },
+    /// `REVOKE p ON db FROM u`, or `REVOKE ALL [PRIVILEGES] FROM u`.
+    Revoke {
+        privilege: Privilege,
+        database: Option<Ident>,
+        user: Ident,
+    },
+}
+
+impl UserStatement {
+    /// Whether the statement carries a password (kept out of logs).
+    pub fn has_password(&self) -> bool {
+        matches!(
+            self,
+            UserStatement::Create { .. } | UserStatement::SetPassword { .. }
+        )
     }
 }

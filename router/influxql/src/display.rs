@@ -116,68 +116,17 @@ impl Display for Statement {
                 write!(f, "EXPLAIN {analyze}{statement}")
             }
             Statement::ShowDatabases => f.write_str("SHOW DATABASES"),
-            Statement::ShowMeasurements(s) => {
-                f.write_str("SHOW MEASUREMENTS")?;
-                on_clause(f, &s.database)?;
-                match &s.with_measurement {
-                    Some(MeasurementMatch::Name(n)) => {
-                        write!(f, " WITH MEASUREMENT = {}", quote_ident(n))?
-                    }
-                    Some(MeasurementMatch::Regex(r)) => write!(f, " WITH MEASUREMENT =~ {r}")?,
-                    None => {}
-                }
-                opt_clause(f, "WHERE", &s.condition)?;
-                opt_clause(f, "LIMIT", &s.limit)?;
-                opt_clause(f, "OFFSET", &s.offset)
-            }
-            Statement::ShowTagKeys(s) => {
-                f.write_str("SHOW TAG KEYS")?;
-                on_clause(f, &s.database)?;
-                from_clause(f, &s.from)?;
-                opt_clause(f, "WHERE", &s.condition)?;
-                opt_clause(f, "LIMIT", &s.limit)?;
-                opt_clause(f, "OFFSET", &s.offset)
-            }
-            Statement::ShowTagValues(s) => {
-                f.write_str("SHOW TAG VALUES")?;
-                on_clause(f, &s.database)?;
-                from_clause(f, &s.from)?;
-                write!(f, " WITH KEY {}", s.key)?;
-                opt_clause(f, "WHERE", &s.condition)?;
-                opt_clause(f, "LIMIT", &s.limit)?;
-                opt_clause(f, "OFFSET", &s.offset)
-            }
-            Statement::ShowFieldKeys(s) => {
-                f.write_str("SHOW FIELD KEYS")?;
-                on_clause(f, &s.database)?;
-                from_clause(f, &s.from)?;
-                opt_clause(f, "LIMIT", &s.limit)?;
-                opt_clause(f, "OFFSET", &s.offset)
-            }
-            Statement::ShowSeries(s) => {
-                f.write_str("SHOW SERIES")?;
-                on_clause(f, &s.database)?;
-                from_clause(f, &s.from)?;
-                opt_clause(f, "WHERE", &s.condition)?;
-                opt_clause(f, "LIMIT", &s.limit)?;
-                opt_clause(f, "OFFSET", &s.offset)
-            }
+            Statement::ShowMeasurements(s) => write!(f, "{s}"),
+            Statement::ShowTagKeys(s) => write!(f, "{s}"),
+            Statement::ShowTagValues(s) => write!(f, "{s}"),
+            Statement::ShowFieldKeys(s) => write!(f, "{s}"),
+            Statement::ShowSeries(s) => write!(f, "{s}"),
             Statement::ShowRetentionPolicies { database } => {
                 f.write_str("SHOW RETENTION POLICIES")?;
                 on_clause(f, database)
             }
             Statement::ShowCardinality(s) => write!(f, "{s}"),
-            Statement::CreateDatabase(s) => {
-                write!(f, "CREATE DATABASE {}", quote_ident(&s.name))?;
-                if let Some(rp) = &s.retention_policy {
-                    f.write_str(" WITH")?;
-                    opt_clause(f, "DURATION", &rp.duration)?;
-                    opt_clause(f, "REPLICATION", &rp.replication)?;
-                    opt_clause(f, "SHARD DURATION", &rp.shard_duration.map(format_duration))?;
-                    opt_clause(f, "NAME", &rp.name.as_deref().map(quote_ident))?;
-                }
-                Ok(())
-            }
+            Statement::CreateDatabase(s) => write!(f, "{s}"),
             Statement::DropDatabase { name } => write!(f, "DROP DATABASE {}", quote_ident(name)),
             Statement::DropMeasurement { name } => {
                 write!(f, "DROP MEASUREMENT {}", quote_ident(name))
@@ -192,54 +141,9 @@ impl Display for Statement {
                 from_clause(f, &s.from)?;
                 opt_clause(f, "WHERE", &s.condition)
             }
-            Statement::CreateRetentionPolicy(s) => {
-                write!(
-                    f,
-                    "CREATE RETENTION POLICY {} ON {} DURATION {} REPLICATION {}",
-                    quote_ident(&s.name),
-                    quote_ident(&s.database),
-                    s.duration,
-                    s.replication
-                )?;
-                opt_clause(f, "SHARD DURATION", &s.shard_duration.map(format_duration))?;
-                if s.default {
-                    f.write_str(" DEFAULT")?;
-                }
-                Ok(())
-            }
-            Statement::AlterRetentionPolicy(s) => {
-                write!(
-                    f,
-                    "ALTER RETENTION POLICY {} ON {}",
-                    quote_ident(&s.name),
-                    quote_ident(&s.database)
-                )?;
-                opt_clause(f, "DURATION", &s.duration)?;
-                opt_clause(f, "REPLICATION", &s.replication)?;
-                opt_clause(f, "SHARD DURATION", &s.shard_duration.map(format_duration))?;
-                if s.default {
-                    f.write_str(" DEFAULT")?;
-                }
-                Ok(())
-            }
-            Statement::CreateContinuousQuery(c) => {
-                write!(
-                    f,
-                    "CREATE CONTINUOUS QUERY {} ON {} ",
-                    quote_ident(&c.name),
-                    quote_ident(&c.database)
-                )?;
-                if c.resample_every.is_some() || c.resample_for.is_some() {
-                    f.write_str("RESAMPLE ")?;
-                    if let Some(d) = c.resample_every {
-                        write!(f, "EVERY {} ", format_duration(d))?;
-                    }
-                    if let Some(d) = c.resample_for {
-                        write!(f, "FOR {} ", format_duration(d))?;
-                    }
-                }
-                write!(f, "BEGIN {} END", c.select)
-            }
+            Statement::CreateRetentionPolicy(s) => write!(f, "{s}"),
+            Statement::AlterRetentionPolicy(s) => write!(f, "{s}"),
+            Statement::CreateContinuousQuery(c) => write!(f, "{c}"),
             Statement::ShowContinuousQueries => f.write_str("SHOW CONTINUOUS QUERIES"),
             Statement::DropContinuousQuery { name, database } => write!(
                 f,
@@ -255,6 +159,144 @@ impl Display for Statement {
             ),
             Statement::User(u) => write!(f, "{u}"),
         }
+    }
+}
+
+impl Display for ShowMeasurements {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        f.write_str("SHOW MEASUREMENTS")?;
+        on_clause(f, &self.database)?;
+        match &self.with_measurement {
+            Some(MeasurementMatch::Name(n)) => write!(f, " WITH MEASUREMENT = {}", quote_ident(n))?,
+            Some(MeasurementMatch::Regex(r)) => write!(f, " WITH MEASUREMENT =~ {r}")?,
+            None => {}
+        }
+        opt_clause(f, "WHERE", &self.condition)?;
+        opt_clause(f, "LIMIT", &self.limit)?;
+        opt_clause(f, "OFFSET", &self.offset)
+    }
+}
+
+impl Display for ShowTagKeys {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        f.write_str("SHOW TAG KEYS")?;
+        on_clause(f, &self.database)?;
+        from_clause(f, &self.from)?;
+        opt_clause(f, "WHERE", &self.condition)?;
+        opt_clause(f, "LIMIT", &self.limit)?;
+        opt_clause(f, "OFFSET", &self.offset)
+    }
+}
+
+impl Display for ShowTagValues {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        f.write_str("SHOW TAG VALUES")?;
+        on_clause(f, &self.database)?;
+        from_clause(f, &self.from)?;
+        write!(f, " WITH KEY {}", self.key)?;
+        opt_clause(f, "WHERE", &self.condition)?;
+        opt_clause(f, "LIMIT", &self.limit)?;
+        opt_clause(f, "OFFSET", &self.offset)
+    }
+}
+
+impl Display for ShowFieldKeys {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        f.write_str("SHOW FIELD KEYS")?;
+        on_clause(f, &self.database)?;
+        from_clause(f, &self.from)?;
+        opt_clause(f, "LIMIT", &self.limit)?;
+        opt_clause(f, "OFFSET", &self.offset)
+    }
+}
+
+impl Display for ShowSeries {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        f.write_str("SHOW SERIES")?;
+        on_clause(f, &self.database)?;
+        from_clause(f, &self.from)?;
+        opt_clause(f, "WHERE", &self.condition)?;
+        opt_clause(f, "LIMIT", &self.limit)?;
+        opt_clause(f, "OFFSET", &self.offset)
+    }
+}
+
+impl Display for CreateDatabase {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        write!(f, "CREATE DATABASE {}", quote_ident(&self.name))?;
+        if let Some(rp) = &self.retention_policy {
+            f.write_str(" WITH")?;
+            opt_clause(f, "DURATION", &rp.duration)?;
+            opt_clause(f, "REPLICATION", &rp.replication)?;
+            opt_clause(f, "SHARD DURATION", &rp.shard_duration.map(format_duration))?;
+            opt_clause(f, "NAME", &rp.name.as_deref().map(quote_ident))?;
+        }
+        Ok(())
+    }
+}
+
+impl Display for CreateRetentionPolicy {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "CREATE RETENTION POLICY {} ON {} DURATION {} REPLICATION {}",
+            quote_ident(&self.name),
+            quote_ident(&self.database),
+            self.duration,
+            self.replication
+        )?;
+        opt_clause(
+            f,
+            "SHARD DURATION",
+            &self.shard_duration.map(format_duration),
+        )?;
+        if self.default {
+            f.write_str(" DEFAULT")?;
+        }
+        Ok(())
+    }
+}
+
+impl Display for AlterRetentionPolicy {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "ALTER RETENTION POLICY {} ON {}",
+            quote_ident(&self.name),
+            quote_ident(&self.database)
+        )?;
+        opt_clause(f, "DURATION", &self.duration)?;
+        opt_clause(f, "REPLICATION", &self.replication)?;
+        opt_clause(
+            f,
+            "SHARD DURATION",
+            &self.shard_duration.map(format_duration),
+        )?;
+        if self.default {
+            f.write_str(" DEFAULT")?;
+        }
+        Ok(())
+    }
+}
+
+impl Display for CreateContinuousQuery {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "CREATE CONTINUOUS QUERY {} ON {} ",
+            quote_ident(&self.name),
+            quote_ident(&self.database)
+        )?;
+        if self.resample_every.is_some() || self.resample_for.is_some() {
+            f.write_str("RESAMPLE ")?;
+            if let Some(d) = self.resample_every {
+                write!(f, "EVERY {} ", format_duration(d))?;
+            }
+            if let Some(d) = self.resample_for {
+                write!(f, "FOR {} ", format_duration(d))?;
+            }
+        }
+        write!(f, "BEGIN {} END", self.select)
     }
 }
 
@@ -518,6 +560,70 @@ fn operand(f: &mut Formatter<'_>, side: &Expr, parent: BinaryOp, right: bool) ->
         write!(f, "({side})")
     } else {
         write!(f, "{side}")
+    }
+}
+
+impl Display for Privilege {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Display for UserStatement {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        let on = |db: &Option<Ident>| match db {
+            Some(db) => format!(" ON {}", quote_ident(db)),
+            None => String::new(),
+        };
+        match self {
+            UserStatement::Create {
+                name,
+                password,
+                admin,
+            } => {
+                write!(
+                    f,
+                    "CREATE USER {} WITH PASSWORD {}",
+                    quote_ident(name),
+                    quote_string(password)
+                )?;
+                if *admin {
+                    f.write_str(" WITH ALL PRIVILEGES")?;
+                }
+                Ok(())
+            }
+            UserStatement::Drop { name } => write!(f, "DROP USER {}", quote_ident(name)),
+            UserStatement::SetPassword { name, password } => write!(
+                f,
+                "SET PASSWORD FOR {} = {}",
+                quote_ident(name),
+                quote_string(password)
+            ),
+            UserStatement::ShowUsers => f.write_str("SHOW USERS"),
+            UserStatement::ShowGrants { name } => {
+                write!(f, "SHOW GRANTS FOR {}", quote_ident(name))
+            }
+            UserStatement::Grant {
+                privilege,
+                database,
+                user,
+            } => write!(
+                f,
+                "GRANT {privilege}{} TO {}",
+                on(database),
+                quote_ident(user)
+            ),
+            UserStatement::Revoke {
+                privilege,
+                database,
+                user,
+            } => write!(
+                f,
+                "REVOKE {privilege}{} FROM {}",
+                on(database),
+                quote_ident(user)
+            ),
+        }
     }
 }
 

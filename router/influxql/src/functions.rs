@@ -71,22 +71,7 @@ pub const FUNCTIONS: &[&str] = &[
 pub fn validate(call: &Call) -> Result<(), ErrorKind> {
     let name = call.name.as_str();
     let args = &call.args;
-    let arity = |min: usize, max: Option<usize>| -> Result<(), ErrorKind> {
-        let n = args.len();
-        if n >= min && max.is_none_or(|max| n <= max) {
-            return Ok(());
-        }
-        let expected = match max {
-            Some(max) if max == min => min.to_string(),
-            Some(max) => format!("at least {min} but no more than {max}"),
-            None => format!("at least {min}"),
-        };
-        Err(ErrorKind::Arity {
-            function: name.to_string(),
-            expected,
-            got: n,
-        })
-    };
+    let arity = |min: usize, max: Option<usize>| check_arity(name, args.len(), min, max);
     let bad = |message: String| ErrorKind::Argument {
         function: name.to_string(),
         message,
@@ -112,18 +97,7 @@ pub fn validate(call: &Call) -> Result<(), ErrorKind> {
         }
         "top" | "bottom" => {
             arity(2, None)?;
-            if !matches!(args[0], Expr::VarRef(_)) {
-                return Err(bad(format!(
-                    "expected a field as first argument, got {}",
-                    args[0]
-                )));
-            }
-            for tag in &args[1..args.len() - 1] {
-                if !matches!(tag, Expr::VarRef(_)) {
-                    return Err(bad(format!("expected a tag key, got {tag}")));
-                }
-            }
-            positive_int(&args[args.len() - 1], "the last argument", &bad)?;
+            top_bottom_args(args, &bad)?;
         }
         "derivative" | "non_negative_derivative" | "elapsed" | "integral" => {
             arity(1, Some(2))?;
@@ -179,6 +153,40 @@ pub fn validate(call: &Call) -> Result<(), ErrorKind> {
         }
     }
     Ok(())
+}
+
+/// `Arity` unless `n` arguments is within `min..=max` (`None`: no most).
+fn check_arity(name: &str, n: usize, min: usize, max: Option<usize>) -> Result<(), ErrorKind> {
+    if n >= min && max.is_none_or(|max| n <= max) {
+        return Ok(());
+    }
+    let expected = match max {
+        Some(max) if max == min => min.to_string(),
+        Some(max) => format!("at least {min} but no more than {max}"),
+        None => format!("at least {min}"),
+    };
+    Err(ErrorKind::Arity {
+        function: name.to_string(),
+        expected,
+        got: n,
+    })
+}
+
+/// `top(field, [tag, ...,] N)` and `bottom(...)`: a field, tag keys, then
+/// a positive N (at least two arguments, checked before).
+fn top_bottom_args(args: &[Expr], bad: &dyn Fn(String) -> ErrorKind) -> Result<(), ErrorKind> {
+    if !matches!(args[0], Expr::VarRef(_)) {
+        return Err(bad(format!(
+            "expected a field as first argument, got {}",
+            args[0]
+        )));
+    }
+    for tag in &args[1..args.len() - 1] {
+        if !matches!(tag, Expr::VarRef(_)) {
+            return Err(bad(format!("expected a tag key, got {tag}")));
+        }
+    }
+    positive_int(&args[args.len() - 1], "the last argument", bad)
 }
 
 fn is_field_like(arg: &Expr) -> bool {

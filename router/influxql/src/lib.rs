@@ -58,7 +58,6 @@ pub use display::{format_duration, quote_ident, quote_string};
 pub use error::{ErrorKind, ParseError, Position, TimeError};
 pub use lexer::KEYWORDS;
 pub use parser::{ParamValue, Params};
-pub use users::{Privilege, UserStatement};
 
 /// Parses a query of one or more statements.
 pub fn parse(text: &str) -> Result<Query, ParseError> {

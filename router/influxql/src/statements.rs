@@ -7,7 +7,6 @@ use crate::ast::*;
 use crate::error::{ErrorKind, Result};
 use crate::lexer::Token;
 use crate::parser::Parser;
-use crate::users::UserStatement;
 
 /// What may start a statement, in InfluxDB's order.
 const STATEMENT_STARTS: &[&str] = &[

@@ -3,86 +3,10 @@
 //! InfluxDB 1.8 parses them (same token order, same "expected" lists, so
 //! the error texts and positions clients read are the same).
 
-use std::fmt::{self, Display, Formatter};
-
-use crate::ast::Ident;
-use crate::display::{quote_ident, quote_string};
+use crate::ast::{Privilege, UserStatement};
 use crate::error::Result;
 use crate::lexer::Token;
 use crate::parser::Parser;
-
-/// A privilege as InfluxDB names it. `None` is only ever shown (a user
-/// whose grant on a database was revoked), never parsed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Privilege {
-    None,
-    Read,
-    Write,
-    All,
-}
-
-impl Privilege {
-    /// InfluxDB's text in `SHOW GRANTS` and in statements.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Privilege::None => "NO PRIVILEGES",
-            Privilege::Read => "READ",
-            Privilege::Write => "WRITE",
-            Privilege::All => "ALL PRIVILEGES",
-        }
-    }
-}
-
-impl Display for Privilege {
-    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub enum UserStatement {
-    /// `CREATE USER name WITH PASSWORD 'x' [WITH ALL PRIVILEGES]`.
-    Create {
-        name: Ident,
-        password: String,
-        admin: bool,
-    },
-    Drop {
-        name: Ident,
-    },
-    /// `SET PASSWORD FOR name = 'x'`.
-    SetPassword {
-        name: Ident,
-        password: String,
-    },
-    ShowUsers,
-    ShowGrants {
-        name: Ident,
-    },
-    /// `GRANT p ON db TO u`, or `GRANT ALL [PRIVILEGES] TO u` (admin) when
-    /// `database` is `None`.
-    Grant {
-        privilege: Privilege,
-        database: Option<Ident>,
-        user: Ident,
-    },
-    /// `REVOKE p ON db FROM u`, or `REVOKE ALL [PRIVILEGES] FROM u`.
-    Revoke {
-        privilege: Privilege,
-        database: Option<Ident>,
-        user: Ident,
-    },
-}
-
-impl UserStatement {
-    /// Whether the statement carries a password (kept out of logs).
-    pub fn has_password(&self) -> bool {
-        matches!(
-            self,
-            UserStatement::Create { .. } | UserStatement::SetPassword { .. }
-        )
-    }
-}
 
 impl Parser<'_> {
     /// After `CREATE USER`.
@@ -175,64 +99,6 @@ impl Parser<'_> {
         match tok.token {
             Token::Str(s) => Ok(s),
             _ => Err(self.unexpected(&tok, &["string"])),
-        }
-    }
-}
-
-impl Display for UserStatement {
-    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
-        let on = |db: &Option<Ident>| match db {
-            Some(db) => format!(" ON {}", quote_ident(db)),
-            None => String::new(),
-        };
-        match self {
-            UserStatement::Create {
-                name,
-                password,
-                admin,
-            } => {
-                write!(
-                    f,
-                    "CREATE USER {} WITH PASSWORD {}",
-                    quote_ident(name),
-                    quote_string(password)
-                )?;
-                if *admin {
-                    f.write_str(" WITH ALL PRIVILEGES")?;
-                }
-                Ok(())
-            }
-            UserStatement::Drop { name } => write!(f, "DROP USER {}", quote_ident(name)),
-            UserStatement::SetPassword { name, password } => write!(
-                f,
-                "SET PASSWORD FOR {} = {}",
-                quote_ident(name),
-                quote_string(password)
-            ),
-            UserStatement::ShowUsers => f.write_str("SHOW USERS"),
-            UserStatement::ShowGrants { name } => {
-                write!(f, "SHOW GRANTS FOR {}", quote_ident(name))
-            }
-            UserStatement::Grant {
-                privilege,
-                database,
-                user,
-            } => write!(
-                f,
-                "GRANT {privilege}{} TO {}",
-                on(database),
-                quote_ident(user)
-            ),
-            UserStatement::Revoke {
-                privilege,
-                database,
-                user,
-            } => write!(
-                f,
-                "REVOKE {privilege}{} FROM {}",
-                on(database),
-                quote_ident(user)
-            ),
         }
     }
 }

@@ -11,6 +11,21 @@ use std::ops::Range;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{ArrowPrimitiveType, Int64Type, UInt64Type};
 use arrow_array::{Array, RecordBatch};
+use arrow_schema::DataType;
+
+/// A shard answered a selection in another shape than `samples_sql` asks
+/// for: a router and a node of different versions.
+#[derive(Debug, PartialEq, thiserror::Error)]
+pub enum ShapeError {
+    #[error("{found} columns, not the 3 of a selection")]
+    ColumnCount { found: usize },
+    #[error("{column} is {found}, not {expected}")]
+    ColumnType {
+        column: &'static str,
+        found: DataType,
+        expected: DataType,
+    },
+}
 
 /// One series' samples in time order, keyed by its id.
 pub type SeriesSamples = (u64, Vec<(i64, f64)>);
@@ -18,23 +33,26 @@ pub type SeriesSamples = (u64, Vec<(i64, f64)>);
 fn column<'a, T: ArrowPrimitiveType>(
     b: &'a RecordBatch,
     i: usize,
-    what: &str,
-) -> Result<&'a [T::Native], String> {
+    column: &'static str,
+) -> Result<&'a [T::Native], ShapeError> {
     let col = b.column(i);
     col.as_primitive_opt::<T>()
         .map(|a| a.values().as_ref())
-        .ok_or_else(|| format!("{what} is {}, not {}", col.data_type(), T::DATA_TYPE))
+        .ok_or_else(|| ShapeError::ColumnType {
+            column,
+            found: col.data_type().clone(),
+            expected: T::DATA_TYPE,
+        })
 }
 
 /// The three columns of a batch: series ids, times (ms), value bits.
 type Columns<'a> = (&'a [u64], &'a [i64], &'a [u64]);
 
-fn columns(b: &RecordBatch) -> Result<Columns<'_>, String> {
+fn columns(b: &RecordBatch) -> Result<Columns<'_>, ShapeError> {
     if b.num_columns() < 3 {
-        return Err(format!(
-            "{} columns, not the 3 of a selection",
-            b.num_columns()
-        ));
+        return Err(ShapeError::ColumnCount {
+            found: b.num_columns(),
+        });
     }
     Ok((
         column::<UInt64Type>(b, 0, "series_id")?,
@@ -59,7 +77,7 @@ fn runs(ids: &[u64]) -> impl Iterator<Item = Range<usize>> + '_ {
 /// order of first appearance. Rows of a series need not be contiguous
 /// (an unordered answer costs one run per row, nothing worse); samples
 /// out of time order are sorted.
-pub fn series_samples(batches: &[RecordBatch]) -> Result<Vec<SeriesSamples>, String> {
+pub fn series_samples(batches: &[RecordBatch]) -> Result<Vec<SeriesSamples>, ShapeError> {
     let cols: Vec<Columns<'_>> = batches
         .iter()
         .filter(|b| b.num_rows() > 0)
@@ -170,7 +188,10 @@ mod tests {
     fn an_answer_of_another_shape_is_an_error() {
         let b = batch(&[(1, 1, 1.0)]);
         let ids = RecordBatch::try_from_iter([("series_id", b.column(0).clone())]).unwrap();
-        assert!(series_samples(&[ids]).unwrap_err().contains("not the 3"));
+        assert_eq!(
+            series_samples(&[ids]).unwrap_err(),
+            ShapeError::ColumnCount { found: 1 }
+        );
         let swapped = RecordBatch::try_from_iter([
             ("series_id", b.column(0).clone()),
             ("t", b.column(2).clone()),
@@ -178,6 +199,14 @@ mod tests {
         ])
         .unwrap();
         let e = series_samples(&[swapped]).unwrap_err();
-        assert!(e.contains("t is UInt64"), "{e}");
+        assert_eq!(
+            e,
+            ShapeError::ColumnType {
+                column: "t",
+                found: DataType::UInt64,
+                expected: DataType::Int64,
+            }
+        );
+        assert_eq!(e.to_string(), "t is UInt64, not Int64");
     }
 }
