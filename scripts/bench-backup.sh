@@ -11,10 +11,11 @@
 #     cache) in $OUT, the filesystem of the data and of the backup.
 #  3. `shardhouse-ctl backup create` to a local directory ($OUT/backups),
 #     timed up to a `sync` afterwards (the bytes are on the disk); then the
-#     same to S3 (S3=1, the default): s3s-fs, the S3 server the backup suite
-#     runs (scripts/deps.d/s3s-fs.sh), on 127.0.0.1 over $OUT/s3, a fresh
-#     bucket, so every object is uploaded through the S3 API (signed
-#     requests, unsigned bodies: the destination's default).
+#     same to S3 (S3=1, the default): S3_SERVER=minio (the default; MinIO
+#     built from its Go module, scripts/lib/minio.sh) or s3s-fs (the
+#     backup suite's server, scripts/deps.d/s3s-fs.sh), on 127.0.0.1 over
+#     $OUT/s3, a fresh bucket, so every object is uploaded through the S3
+#     API (signed requests, unsigned bodies: the destination's default).
 #  4. Cluster A stopped and deleted; cluster B (1 node, same shards) started;
 #     `shardhouse-ctl restore` from the directory, timed up to a `sync`; the
 #     restored rows are counted (must be >= the acknowledged points). With
@@ -38,7 +39,8 @@
 # Knobs: POINTS (100000000), BATCH (100000), RATE (requests/s, 10), SHARDS
 # (2), JOBS (files per node at once, ctl default), PARALLEL_SHARDS (ctl
 # default), MAX_MB_S (the backup's --max-mb-s: its rate limit per node),
-# DD_MB (2048), S3 (1; 0 skips the S3 backup and restore), DROP_CACHES=1, OUT (a directory that keeps the
+# DD_MB (2048), S3 (1; 0 skips the S3 backup and restore), S3_SERVER
+# (minio or s3s-fs), DROP_CACHES=1, OUT (a directory that keeps the
 # outputs and logs; default a temporary one, deleted at the end),
 # KEEP_DATA=1 (keep the clusters' data and the backup too; they are kept
 # anyway when the run fails).
@@ -48,6 +50,8 @@ cd "$(dirname "$0")/.."
 source scripts/lib/cluster.sh
 # shellcheck source=scripts/lib/s3s.sh
 source scripts/lib/s3s.sh
+# shellcheck source=scripts/lib/minio.sh
+source scripts/lib/minio.sh
 
 POINTS=${POINTS:-100000000}
 BATCH=${BATCH:-100000}
@@ -55,6 +59,7 @@ RATE=${RATE:-10}
 SHARDS=${SHARDS:-2}
 DD_MB=${DD_MB:-2048}
 S3=${S3:-1}
+S3_SERVER=${S3_SERVER:-minio}
 KEEP_DATA=${KEEP_DATA:-0}
 OWN_OUT=0
 if [ -z "${OUT:-}" ]; then
@@ -134,14 +139,24 @@ log "$free_mb MB free in $OUT; POINTS=$POINTS DD_MB=$DD_MB S3=$S3"
 LOCAL_DEST="$OUT/backups"
 S3_DEST=""
 if [ "$S3" = 1 ]; then
-  scripts/deps.d/s3s-fs.sh || fail "cannot build s3s-fs (scripts/deps.d/s3s-fs.sh)"
   # The nodes upload and download themselves: they inherit these.
   export AWS_ACCESS_KEY_ID=shardhouse AWS_SECRET_ACCESS_KEY=shardhouse-bench AWS_REGION=us-east-1
-  mkdir -p "$OUT/s3/bench"
-  s3s_start "$OUT/s3" "$OUT/s3.log" || fail "the S3 server did not start"
+  case "$S3_SERVER" in
+  minio)
+    minio_install || fail "cannot build MinIO (scripts/lib/minio.sh; S3_SERVER=s3s-fs uses the suite's server)"
+    minio_start "$OUT/s3" "$OUT/s3.log" || fail "the S3 server did not start"
+    minio_bucket bench || fail "MinIO refused to create the bucket"
+    ;;
+  s3s-fs)
+    scripts/deps.d/s3s-fs.sh || fail "cannot build s3s-fs (scripts/deps.d/s3s-fs.sh)"
+    mkdir -p "$OUT/s3/bench"
+    s3s_start "$OUT/s3" "$OUT/s3.log" || fail "the S3 server did not start"
+    ;;
+  *) fail "S3_SERVER=$S3_SERVER: use minio or s3s-fs" ;;
+  esac
   s3_port=$S3_PORT
   S3_DEST="s3://bench/backups?endpoint=http://127.0.0.1:$s3_port&path_style=true"
-  log "s3s-fs on 127.0.0.1:$s3_port over $OUT/s3"
+  log "$S3_SERVER on 127.0.0.1:$s3_port over $OUT/s3"
 fi
 
 # --- 1. the data -----------------------------------------------------------------
@@ -195,7 +210,7 @@ if [ "$S3" = 1 ]; then
   backup_to bench-s3 "$S3_DEST"
   s3_bytes=$BYTES s3_backup_secs=$SECS
   # The S3 server shares the machine's cores: its CPU seconds per phase.
-  log "s3s-fs CPU during the backup: $(since "$s3_cpu0" "$(cpu_secs "$S3_PID")") s (wall $(since 0 "$SECS") s)"
+  log "$S3_SERVER CPU during the backup: $(since "$s3_cpu0" "$(cpu_secs "$S3_PID")") s (wall $(since 0 "$SECS") s)"
 fi
 
 log "stopping and deleting cluster A (its logs kept in $OUT/a-logs)"
@@ -234,26 +249,27 @@ if [ "$S3" = 1 ]; then
   s3_cpu0=$(cpu_secs "$S3_PID")
   restore_from bench-s3 "$S3_DEST" "$OUT/c"
   s3_restore_secs=$SECS
-  log "s3s-fs CPU during the restore: $(since "$s3_cpu0" "$(cpu_secs "$S3_PID")") s (wall $(since 0 "$SECS") s)"
+  log "$S3_SERVER CPU during the restore: $(since "$s3_cpu0" "$(cpu_secs "$S3_PID")") s (wall $(since 0 "$SECS") s)"
 fi
 
 python3 - "$bytes" "$points" "$backup_secs" "$restore_secs" "$disk_w" "$disk_r" "$load_secs" \
-  "$s3_bytes" "$s3_backup_secs" "$s3_restore_secs" <<'EOF'
+  "$s3_bytes" "$s3_backup_secs" "$s3_restore_secs" "$S3_SERVER" <<'EOF'
 import sys
-b, p, bs, rs, dw, dr, ls, sb, sbs, srs = map(float, sys.argv[1:])
+b, p, bs, rs, dw, dr, ls, sb, sbs, srs = map(float, sys.argv[1:11])
+server = sys.argv[11]
 disk = min(dw, dr)
 err = lambda *a: print(*a, file=sys.stderr)
 err(f"[bench-backup] {int(p):,} points ({ls:.0f} s to load); disk (dd, O_DIRECT): "
     f"write {dw:.1f} MB/s, read {dr:.1f} MB/s")
-err(f"{'destination':<12} {'phase':<8} {'MB':>8} {'s':>7} {'MB/s':>8} {'points/s':>12} {'% of disk':>9}")
+err(f"{'destination':<14} {'phase':<8} {'MB':>8} {'s':>7} {'MB/s':>8} {'points/s':>12} {'% of disk':>9}")
 rows, keys = [("directory", "", b, bs, rs)], []
 if sb > 0:
-    rows.append(("s3 (s3s-fs)", "s3_", sb, sbs, srs))
+    rows.append((f"s3 ({server})", "s3_", sb, sbs, srs))
 for name, prefix, mb_bytes, backup_s, restore_s in rows:
     for phase, secs in (("backup", backup_s), ("restore", restore_s)):
         mbs = mb_bytes / 1e6 / secs
         pct = 100 * mbs / disk
-        err(f"{name:<12} {phase:<8} {mb_bytes / 1e6:>8.1f} {secs:>7.1f} {mbs:>8.1f} {p / secs:>12,.0f} {pct:>8.0f}%")
+        err(f"{name:<14} {phase:<8} {mb_bytes / 1e6:>8.1f} {secs:>7.1f} {mbs:>8.1f} {p / secs:>12,.0f} {pct:>8.0f}%")
         keys.append((f"{prefix}{phase}", mbs, p / secs, pct))
 line = [f"{k}_mb_s={m:.1f} {k}_points_s={ps:.0f}" for k, m, ps, _ in keys[:2]]
 line.append(f"disk_write_mb_s={dw:.1f} disk_read_mb_s={dr:.1f}")

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use arrow_array::RecordBatch;
 use shardhouse_eval::partials::{group_key, merge_groups, Groups};
 use shardhouse_eval::{
-    Aggregate, Emitted, Gathered, Point, SeriesKey, Transform, Value, Windowing,
+    Aggregate, Emitted, Gathered, Partial, Point, SeriesKey, Transform, Value, Windowing,
 };
 
 use super::super::fetch::{int_at, u64_at, value_at};
@@ -75,13 +75,32 @@ impl<'a> Rows<'a> {
         group_key(self.measurement, self.tags_of(sid), self.dims)
     }
 
+    /// Each slot's column in batch `b` (`s{slot}`), looked up once per
+    /// batch rather than once per row.
+    fn columns(&self, b: &RecordBatch) -> Columns {
+        let index = |name: String| b.schema().index_of(&name).ok();
+        Columns {
+            slot: (0..self.slots.len())
+                .map(|i| index(format!("s{i}")))
+                .collect(),
+            any_field: (0..self.slots.len())
+                .map(|i| index(format!("p{i}")))
+                .collect(),
+        }
+    }
+
     /// Slot `slot`'s value in the row: its `s{slot}` column, or the
     /// series' tag.
-    fn slot_value(&self, b: &RecordBatch, row: usize, slot: usize, sid: u64) -> Value {
+    fn slot_value(
+        &self,
+        b: &RecordBatch,
+        cols: &Columns,
+        row: usize,
+        slot: usize,
+        sid: u64,
+    ) -> Value {
         match &self.slots[slot] {
-            Slot::Sql(_) => b
-                .schema()
-                .index_of(&format!("s{slot}"))
+            Slot::Sql(_) => cols.slot[slot]
                 .map(|c| value_at(b.column(c), row))
                 .unwrap_or(Value::Null),
             Slot::Tag(k) => self
@@ -92,13 +111,64 @@ impl<'a> Rows<'a> {
     }
 
     /// Whether the row has a value in one of the field slots.
-    fn has_field(&self, b: &RecordBatch, row: usize) -> bool {
+    fn has_field(&self, b: &RecordBatch, cols: &Columns, row: usize) -> bool {
         self.slots.iter().enumerate().any(|(i, s)| {
             matches!(s, Slot::Sql(_))
-                && b.schema()
-                    .index_of(&format!("s{i}"))
-                    .is_ok_and(|c| !value_at(b.column(c), row).is_null())
+                && cols.slot[i].is_some_and(|c| !value_at(b.column(c), row).is_null())
         })
+    }
+}
+
+/// The columns of one batch, by slot.
+struct Columns {
+    /// `s{slot}`: the slot's value.
+    slot: Vec<Option<usize>>,
+    /// `p{slot}`: whether the point has one of an arithmetic slot's fields.
+    any_field: Vec<Option<usize>>,
+}
+
+/// Groups by index: each series' group key (and the values of a
+/// `top`/`bottom` call's tag arguments) computed once per series, not once
+/// per row; rows then index a vector.
+struct GroupIndex<'r, 'a, T> {
+    rows: &'r Rows<'a>,
+    by_sid: HashMap<u64, (usize, Vec<String>)>,
+    by_key: HashMap<SeriesKey, usize>,
+    groups: Vec<(SeriesKey, T)>,
+}
+
+impl<'r, 'a, T: Default> GroupIndex<'r, 'a, T> {
+    fn new(rows: &'r Rows<'a>) -> Self {
+        GroupIndex {
+            rows,
+            by_sid: HashMap::new(),
+            by_key: HashMap::new(),
+            groups: Vec::new(),
+        }
+    }
+
+    /// Series `sid`'s group and the tag values `aux_tags` name.
+    fn of(&mut self, sid: u64, aux_tags: &[String]) -> (&mut T, &[String]) {
+        if !self.by_sid.contains_key(&sid) {
+            let key = self.rows.group(sid);
+            let next = self.groups.len();
+            let group = *self.by_key.entry(key.clone()).or_insert(next);
+            if group == next {
+                self.groups.push((key, T::default()));
+            }
+            let tags = self.rows.tags_of(sid);
+            let aux = aux_tags
+                .iter()
+                .map(|k| tags.get(k).cloned().unwrap_or_default())
+                .collect();
+            self.by_sid.insert(sid, (group, aux));
+        }
+        let (group, aux) = &self.by_sid[&sid];
+        (&mut self.groups[*group].1, aux.as_slice())
+    }
+
+    fn into_groups(self) -> impl Iterator<Item = (SeriesKey, T)> {
+        self.groups.into_iter()
     }
 }
 
@@ -183,8 +253,9 @@ fn point_groups(
 ) -> Result<Groups> {
     let mut merged = Groups::new();
     for batches in shards {
-        let mut part = Groups::new();
+        let mut part: GroupIndex<'_, '_, BTreeMap<i64, Partial>> = GroupIndex::new(rows);
         for b in batches {
+            let cols = rows.columns(b);
             for row in 0..b.num_rows() {
                 let (Some(t), Some(sid)) = (int_at(b.column(0), row), u64_at(b.column(1), row))
                 else {
@@ -193,28 +264,22 @@ fn point_groups(
                 if !windowing.range.contains(t) {
                     continue;
                 }
-                let value = rows.slot_value(b, row, slot, sid);
+                let value = rows.slot_value(b, &cols, row, slot, sid);
                 if value.is_null() {
                     continue;
                 }
                 let aux_values: Vec<Value> = aux_slots
                     .iter()
-                    .map(|s| rows.slot_value(b, row, *s, sid))
+                    .map(|s| rows.slot_value(b, &cols, row, *s, sid))
                     .collect();
-                let tags = rows.tags_of(sid);
-                let aux: Vec<String> = agg
-                    .aux_columns()
-                    .iter()
-                    .map(|k| tags.get(k).cloned().unwrap_or_default())
-                    .collect();
-                part.entry(rows.group(sid))
-                    .or_default()
+                let (buckets, aux) = part.of(sid, agg.aux_columns());
+                buckets
                     .entry(windowing.bucket_start(t))
                     .or_insert_with(|| agg.empty_partial())
-                    .add(agg, &Point::with_aux(t, value, aux_values), &aux)?;
+                    .add(agg, &Point::with_aux(t, value, aux_values), aux)?;
             }
         }
-        merge_groups(agg, &mut merged, part)?;
+        merge_groups(agg, &mut merged, part.into_groups().collect())?;
     }
     Ok(merged)
 }
@@ -227,8 +292,10 @@ fn raw(
     shards: &[Vec<RecordBatch>],
     windowing: &Windowing,
 ) -> Gathered {
-    let mut raw: BTreeMap<SeriesKey, Vec<Emitted>> = BTreeMap::new();
+    let mut index: GroupIndex<'_, '_, Vec<Emitted>> = GroupIndex::new(rows);
+    let tag_slot = matches!(rows.slots[slot], Slot::Tag(_));
     for b in shards.iter().flatten() {
+        let cols = rows.columns(b);
         for row in 0..b.num_rows() {
             let (Some(t), Some(sid)) = (int_at(b.column(0), row), u64_at(b.column(1), row)) else {
                 continue;
@@ -237,18 +304,29 @@ fn raw(
                 continue;
             }
             // A tag column shows on rows that have a field.
-            if matches!(rows.slots[slot], Slot::Tag(_)) && !rows.has_field(b, row) {
+            if tag_slot && !rows.has_field(b, &cols, row) {
                 continue;
             }
-            let value = rows.slot_value(b, row, slot, sid);
+            let value = rows.slot_value(b, &cols, row, slot, sid);
             // Arithmetic is null on a point that lacks one of its fields,
             // and InfluxDB still shows that row.
-            if value.is_null() && (transform.is_some() || !has_any_field(b, row, slot)) {
+            if value.is_null() && (transform.is_some() || !has_any_field(b, &cols, row, slot)) {
                 continue;
             }
-            raw.entry(rows.group(sid))
-                .or_default()
-                .push(Emitted::of_series(t, value, rows.rank_of(sid)));
+            let rank = rows.rank_of(sid);
+            index
+                .of(sid, &[])
+                .0
+                .push(Emitted::of_series(t, value, rank));
+        }
+    }
+    let mut raw: BTreeMap<SeriesKey, Vec<Emitted>> = BTreeMap::new();
+    for (key, mut emitted) in index.into_groups() {
+        match raw.get_mut(&key) {
+            Some(held) => held.append(&mut emitted),
+            None => {
+                raw.insert(key, emitted);
+            }
         }
     }
     Gathered::Raw {
@@ -259,13 +337,11 @@ fn raw(
 
 /// Whether the point has one of the fields of arithmetic slot `slot`
 /// (its `p{slot}` column, see `sqlgen::any_field_sql`).
-fn has_any_field(b: &RecordBatch, row: usize, slot: usize) -> bool {
-    b.schema()
-        .index_of(&format!("p{slot}"))
-        .is_ok_and(|c| match value_at(b.column(c), row) {
-            Value::Bool(v) => v,
-            Value::Int(v) => v != 0,
-            Value::UInt(v) => v != 0,
-            _ => false,
-        })
+fn has_any_field(b: &RecordBatch, cols: &Columns, row: usize, slot: usize) -> bool {
+    cols.any_field[slot].is_some_and(|c| match value_at(b.column(c), row) {
+        Value::Bool(v) => v,
+        Value::Int(v) => v != 0,
+        Value::UInt(v) => v != 0,
+        _ => false,
+    })
 }
