@@ -9,8 +9,10 @@
 #     acknowledged ones are counted from its ack log).
 #  2. The disk: `dd` writes and reads a DD_MB file with O_DIRECT (no page
 #     cache) in $OUT, the filesystem of the data and of the backup.
-#  3. `shardhouse-ctl backup create` to a local directory ($OUT/backups),
-#     timed up to a `sync` afterwards (the bytes are on the disk); then the
+#  3. `shardhouse-ctl backup create` to a local directory, timed up to a
+#     `sync` afterwards (the bytes are on the disk): once right after the
+#     load (busy: the engine still merges what it wrote), then, once the
+#     node is idle, to a fresh directory ($OUT/backups); then the
 #     same to S3 (S3=1, the default): S3_SERVER=minio (the default; MinIO
 #     built from its Go module, scripts/lib/minio.sh) or s3s-fs (the
 #     backup suite's server, scripts/deps.d/s3s-fs.sh), on 127.0.0.1 over
@@ -34,7 +36,7 @@
 #   disk_write_mb_s=.. disk_read_mb_s=.. backup_pct_of_disk=..
 #   restore_pct_of_disk=.. s3_backup_mb_s=.. s3_backup_points_s=..
 #   s3_restore_mb_s=.. s3_restore_points_s=.. s3_backup_pct_of_disk=..
-#   s3_restore_pct_of_disk=..
+#   s3_restore_pct_of_disk=.. busy_backup_mb_s=.. busy_backup_pct_of_disk=..
 #
 # Knobs: POINTS (100000000), BATCH (100000), RATE (requests/s, 10), SHARDS
 # (2), JOBS (files per node at once, ctl default), PARALLEL_SHARDS (ctl
@@ -43,7 +45,8 @@
 # (minio or s3s-fs), DROP_CACHES=1, OUT (a directory that keeps the
 # outputs and logs; default a temporary one, deleted at the end),
 # KEEP_DATA=1 (keep the clusters' data and the backup too; they are kept
-# anyway when the run fails).
+# anyway when the run fails), SETTLE_SECS (300: the longest wait for the
+# node to go idle before the timed backups).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib/cluster.sh
@@ -61,6 +64,7 @@ DD_MB=${DD_MB:-2048}
 S3=${S3:-1}
 S3_SERVER=${S3_SERVER:-minio}
 KEEP_DATA=${KEEP_DATA:-0}
+SETTLE_SECS=${SETTLE_SECS:-300}
 OWN_OUT=0
 if [ -z "${OUT:-}" ]; then
   OUT=$(mktemp -d "${TMPDIR:-/tmp}/shardhouse-bench-backup.XXXXXX")
@@ -202,6 +206,35 @@ backup_to() {
   BYTES=$(sed -n "s/^backup $1 bytes=\([0-9]*\) .*/\1/p" "$OUT/backup-$1.out")
   if [ -z "$BYTES" ] || ((BYTES == 0)); then fail "backup $1 stored no bytes"; fi
 }
+# Right after the load the engine is still merging what it wrote (CPU and
+# disk): a backup then shares the machine with those merges. It is timed
+# too (busy), then the node is left to settle (its CPU under 5% of a core
+# for 3 s in a row, at most SETTLE_SECS) and the backups are timed again,
+# to fresh destinations (after a sync): the backup's own rate.
+backup_to bench-busy "$OUT/backups-busy"
+busy_bytes=$BYTES busy_secs=$SECS
+rm -rf "$OUT/backups-busy"
+node_pid=$(sh_pid_of node-1)
+settle_t0=$(now) quiet=0
+while ((quiet < 3)); do
+  c0=$(cpu_secs "$node_pid")
+  sleep 1
+  c1=$(cpu_secs "$node_pid")
+  if python3 -c "import sys; sys.exit(0 if $c1 - $c0 < 0.05 else 1)"; then
+    quiet=$((quiet + 1))
+  else
+    quiet=0
+  fi
+  if python3 -c "import sys; sys.exit(0 if $(now) - $settle_t0 > $SETTLE_SECS else 1)"; then
+    log "the node did not settle in ${SETTLE_SECS}s: timing it busy"
+    break
+  fi
+done
+# The merges' pages still dirty would be written by the timed backup's
+# fsyncs and final sync: written now, as before the dd.
+sync
+settle_secs=$(since "$settle_t0" "$(now)")
+log "node settled after ${settle_secs}s (last second: $(since "$c0" "$c1") CPU-s)"
 backup_to bench "$LOCAL_DEST"
 bytes=$BYTES backup_secs=$SECS
 s3_bytes=0 s3_backup_secs=0
@@ -253,10 +286,11 @@ if [ "$S3" = 1 ]; then
 fi
 
 python3 - "$bytes" "$points" "$backup_secs" "$restore_secs" "$disk_w" "$disk_r" "$load_secs" \
-  "$s3_bytes" "$s3_backup_secs" "$s3_restore_secs" "$S3_SERVER" <<'EOF'
+  "$s3_bytes" "$s3_backup_secs" "$s3_restore_secs" "$S3_SERVER" "$busy_bytes" "$busy_secs" <<'EOF'
 import sys
 b, p, bs, rs, dw, dr, ls, sb, sbs, srs = map(float, sys.argv[1:11])
 server = sys.argv[11]
+bb, bbs = map(float, sys.argv[12:14])
 disk = min(dw, dr)
 err = lambda *a: print(*a, file=sys.stderr)
 err(f"[bench-backup] {int(p):,} points ({ls:.0f} s to load); disk (dd, O_DIRECT): "
@@ -271,10 +305,14 @@ for name, prefix, mb_bytes, backup_s, restore_s in rows:
         pct = 100 * mbs / disk
         err(f"{name:<14} {phase:<8} {mb_bytes / 1e6:>8.1f} {secs:>7.1f} {mbs:>8.1f} {p / secs:>12,.0f} {pct:>8.0f}%")
         keys.append((f"{prefix}{phase}", mbs, p / secs, pct))
+busy_mbs = bb / 1e6 / bbs
+err(f"{'directory':<14} {'busy':<8} {bb / 1e6:>8.1f} {bbs:>7.1f} {busy_mbs:>8.1f} {p / bbs:>12,.0f} "
+    f"{100 * busy_mbs / disk:>8.0f}%  (right after the load, merges running)")
 line = [f"{k}_mb_s={m:.1f} {k}_points_s={ps:.0f}" for k, m, ps, _ in keys[:2]]
 line.append(f"disk_write_mb_s={dw:.1f} disk_read_mb_s={dr:.1f}")
 line += [f"{k}_pct_of_disk={pct:.0f}" for k, _, _, pct in keys[:2]]
 line += [f"{k}_mb_s={m:.1f} {k}_points_s={ps:.0f}" for k, m, ps, _ in keys[2:]]
 line += [f"{k}_pct_of_disk={pct:.0f}" for k, _, _, pct in keys[2:]]
+line.append(f"busy_backup_mb_s={busy_mbs:.1f} busy_backup_pct_of_disk={100 * busy_mbs / disk:.0f}")
 print(" ".join(line))
 EOF
