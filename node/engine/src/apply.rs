@@ -308,6 +308,7 @@ fn buffer_entry(
         }
         let n: usize = series.iter().map(|b| b.num_rows()).sum();
         if n > 0 {
+            known.touch();
             let id = TableId::new(database, SERIES_TABLE);
             buf.tables.entry(id).or_default().push(index, series, n);
         }

@@ -91,6 +91,9 @@ pub(crate) struct Inner {
     pub(crate) data_dir: std::fs::File,
     /// What routers' caches of settled buckets check (change_marks.rs).
     pub(crate) marks: crate::change_marks::ChangeMarks,
+    /// The series planned reads selected, while the tag index stays put
+    /// (series_cache.rs).
+    pub(crate) series_ids: crate::series_cache::SeriesCache,
 }
 
 /// The node's embedded engine. `Send + Sync`; share it as `Arc<Engine>`.

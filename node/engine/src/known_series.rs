@@ -35,6 +35,15 @@ pub struct KnownSeries {
     by_database: HashMap<String, IdSet>,
     len: usize,
     capacity: usize,
+    /// Moves whenever the shard's `_series` rows may change (series_cache.rs).
+    version: u64,
+}
+
+/// Versions are unique in the process, so a shard dropped and created
+/// again never repeats one.
+fn next_version() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 impl Default for KnownSeries {
@@ -50,7 +59,20 @@ impl KnownSeries {
             by_database: HashMap::new(),
             len: 0,
             capacity,
+            version: next_version(),
         }
+    }
+
+    /// The version of the shard's tag index: the same only while no
+    /// `_series` row was buffered and no storage change forgot the set.
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// Records that `_series` rows were buffered (new series, or series
+    /// stored again past the capacity).
+    pub fn touch(&mut self) {
+        self.version = next_version();
     }
 
     /// Ids remembered, over every database.
@@ -107,6 +129,7 @@ impl KnownSeries {
     pub fn clear(&mut self) {
         self.by_database.clear();
         self.len = 0;
+        self.version = next_version();
     }
 }
 

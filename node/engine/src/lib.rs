@@ -33,6 +33,7 @@ mod read;
 pub mod read_guard;
 mod rewrites;
 mod rewrites_ledger;
+mod series_cache;
 mod shard_io;
 mod shard_state;
 pub mod snapshot;

@@ -130,6 +130,7 @@ impl Engine {
             shutdown: AtomicBool::new(false),
             data_dir,
             marks: crate::change_marks::ChangeMarks::new(),
+            series_ids: crate::series_cache::SeriesCache::default(),
         });
         inner.check_layout()?;
         inner.load_state()?;

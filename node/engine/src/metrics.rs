@@ -3,7 +3,8 @@
 use std::sync::LazyLock;
 
 use prometheus::{
-    register_histogram, register_int_counter, register_int_gauge, Histogram, IntCounter, IntGauge,
+    register_histogram, register_int_counter, register_int_counter_vec, register_int_gauge,
+    Histogram, IntCounter, IntCounterVec, IntGauge,
 };
 
 pub static FLUSH_SECONDS: LazyLock<Histogram> = LazyLock::new(|| {
@@ -33,6 +34,15 @@ pub static READS_WITHOUT_FINAL_TOTAL: LazyLock<IntCounter> = LazyLock::new(|| {
     register_int_counter!(
         "shardhouse_engine_reads_without_final_total",
         "Reads whose FINAL was dropped because every table it applied to holds each point once"
+    )
+    .expect("metric registered once")
+});
+
+pub static SERIES_SELECTIONS_TOTAL: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!(
+        "shardhouse_engine_series_selections_total",
+        "Series selections of planned reads: answered from the series cache (hit), computed and cached (miss), or left to the engine's subquery (skip)",
+        &["result"]
     )
     .expect("metric registered once")
 });
@@ -133,6 +143,10 @@ pub fn register() {
     LazyLock::force(&SERIES_ROWS_SKIPPED);
     LazyLock::force(&RETENTION_PARTITIONS_DROPPED);
     LazyLock::force(&DAMAGED_SHARDS);
+    // Exported at 0 before the first read.
+    for result in ["hit", "miss", "skip"] {
+        SERIES_SELECTIONS_TOTAL.with_label_values(&[result]);
+    }
 }
 
 #[cfg(test)]
@@ -156,6 +170,7 @@ mod tests {
             "shardhouse_engine_unstorable_tables_skipped_total",
             "shardhouse_engine_series_rows_skipped_total",
             "shardhouse_engine_damaged_shards",
+            "shardhouse_engine_series_selections_total",
         ] {
             assert!(
                 names.iter().any(|n| n == want),

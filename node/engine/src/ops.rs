@@ -270,6 +270,9 @@ impl Inner {
         // believed it holds is stale from here (even if the op fails).
         st.lock_known_series().clear();
         let ran = self.run_op(&mut conn, &st, index, op);
+        // Again once it ran: a read meanwhile may have remembered the
+        // series it selected before the op removed some (series_cache.rs).
+        st.lock_known_series().clear();
         // Done or not, the op may have changed what settled buckets hold.
         match op_database(op) {
             Some(database) => self.marks.bump_database(shard, database),

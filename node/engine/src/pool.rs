@@ -69,6 +69,8 @@ impl Conn {
     /// Runs a query and collects its result. The result stream is drained and
     /// dropped before returning, so the connection is free for the next statement.
     pub fn query(&mut self, sql: &str) -> Result<Vec<RecordBatch>> {
+        // `RUST_LOG=shardhouse_engine::pool=trace` lists every statement.
+        tracing::trace!(sql, "engine query");
         let mut st = self.statement(sql)?;
         let reader = st
             .execute()

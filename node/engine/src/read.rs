@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use arrow_array::{ArrayRef, RecordBatch, StringArray};
+use arrow_array::{Array, ArrayRef, RecordBatch, StringArray, UInt64Array};
 use arrow_schema::{DataType, Field, Schema};
 
 use crate::change_marks::ChangeMark;
@@ -11,7 +11,7 @@ use crate::columns::strings;
 use crate::engine::Engine;
 use crate::error::{EngineError, Result};
 use crate::shard_state::ShardState;
-use crate::{layout, metrics, read_guard};
+use crate::{layout, metrics, read_guard, series_cache};
 
 impl Engine {
     /// Runs a user's `SELECT` against one shard's database: unqualified
@@ -45,7 +45,7 @@ impl Engine {
             .map_err(|e| EngineError::InvalidQuery(engine_message(e)))?;
         let lines: Vec<String> = ast.iter().flat_map(|b| strings(b, 0)).collect();
         read_guard::check_ast(&lines).map_err(|r| EngineError::QueryRefused(r.0))?;
-        Ok(self.read(&mut conn, shard, database, &formatted)?.0)
+        Ok(self.read(&mut conn, shard, database, &formatted, false)?.0)
     }
 
     /// Runs a statement the router planned itself (InfluxQL `/query`): as
@@ -69,7 +69,7 @@ impl Engine {
         let checked =
             shardhouse_common::sql_check::check_select(sql).map_err(EngineError::QueryRefused)?;
         let mut conn = self.inner.readers.get();
-        self.read(&mut conn, shard, database, &checked)
+        self.read(&mut conn, shard, database, &checked, true)
     }
 
     /// Whether reads of a fact table keep `FINAL`: true unless this process
@@ -120,15 +120,23 @@ impl Engine {
 
     /// Flushes what `sql` reads, refuses failing tables, then runs `sql`
     /// (already checked) in the shard's database; with the change mark of
-    /// what it reads, taken between the flush and the read.
+    /// what it reads, taken between the flush and the read. A `planned`
+    /// statement's series selections may be answered from the series
+    /// cache (series_cache.rs).
     fn read(
         &self,
         conn: &mut crate::pool::Conn,
         shard: u32,
         database: &str,
         formatted: &str,
+        planned: bool,
     ) -> Result<(Vec<RecordBatch>, ChangeMark)> {
         let st = self.inner.shards.get(shard);
+        // Before the flush: a series buffered after this moves it.
+        let series_version = st
+            .as_ref()
+            .filter(|_| planned)
+            .map(|st| st.lock_known_series().version());
         if let Some(st) = &st {
             self.inner.refuse_damaged(st)?;
             self.flush_what_is_read(st, shard, database, formatted);
@@ -157,7 +165,13 @@ impl Engine {
         } else {
             layout::data_db(shard, database)
         };
-        let rows = self.run_read(conn, st.as_ref(), shard, database, &db, formatted)?;
+        let read = Read {
+            shard,
+            database,
+            db: &db,
+            series_version,
+        };
+        let rows = self.run_read(conn, st.as_ref(), &read, formatted)?;
         Ok((rows, mark))
     }
 
@@ -201,11 +215,10 @@ impl Engine {
         &self,
         conn: &mut crate::pool::Conn,
         st: Option<&Arc<ShardState>>,
-        shard: u32,
-        database: &str,
-        db: &str,
+        r: &Read<'_>,
         formatted: &str,
     ) -> Result<Vec<RecordBatch>> {
+        let (shard, database, db) = (r.shard, r.database, r.db);
         // After the flush in `read`: it may have stored a rewrite.
         let clean = st
             .filter(|_| !self.inner.cfg.reads_always_final)
@@ -216,11 +229,16 @@ impl Engine {
         } else {
             crate::rewrites::strip_final(formatted, &|t| clean.contains(t))
         };
+        let stripped = sql.len() != formatted.len();
         conn.use_database(db)?;
+        let sql = match (st, r.series_version) {
+            (Some(st), Some(version)) => self.with_series_literals(conn, st, r, &sql, version)?,
+            _ => sql,
+        };
         let rows = conn
             .query(&sql)
             .map_err(|e| self.inner.read_error(shard, db, e))?;
-        if sql.len() == formatted.len() {
+        if !stripped {
             return Ok(rows);
         }
         // A flush that ran meanwhile may have stored a rewrite: it marks
@@ -236,6 +254,90 @@ impl Engine {
         conn.query(formatted)
             .map_err(|e| self.inner.read_error(shard, db, e))
     }
+
+    /// `sql` with each series selection replaced by its ids: from the
+    /// cache when the tag index is still at `version`, else selected now
+    /// (and cached when nothing changed meanwhile and no `_series` row
+    /// waits in the buffer, so the stored rows are all of them).
+    fn with_series_literals(
+        &self,
+        conn: &mut crate::pool::Conn,
+        st: &ShardState,
+        r: &Read<'_>,
+        sql: &str,
+        version: u64,
+    ) -> Result<String> {
+        let found = series_cache::selections(sql);
+        if found.is_empty() {
+            return Ok(sql.to_string());
+        }
+        let cache = &self.inner.series_ids;
+        let mut replaced = Vec::with_capacity(found.len());
+        for sel in found {
+            if let Some(lit) = cache.get(r.shard, r.database, &sel.condition, version) {
+                metrics::SERIES_SELECTIONS_TOTAL
+                    .with_label_values(&["hit"])
+                    .inc();
+                replaced.push((sel, lit));
+                continue;
+            }
+            let settled_before = series_settled(st, r.database);
+            let rows = conn
+                .query(&series_cache::ids_sql(&sel.condition))
+                .map_err(|e| self.inner.read_error(r.shard, r.db, e))?;
+            let ids: Vec<u64> = rows
+                .iter()
+                .filter_map(|b| b.column(0).as_any().downcast_ref::<UInt64Array>())
+                .flat_map(|a| a.iter().flatten())
+                .collect();
+            let Some(lit) = series_cache::literal(&ids) else {
+                // Too many ids for a literal list: the subquery stays.
+                metrics::SERIES_SELECTIONS_TOTAL
+                    .with_label_values(&["skip"])
+                    .inc();
+                continue;
+            };
+            let lit: Arc<str> = lit.into();
+            // Buffer, then version: a row buffered in between moves the version.
+            if settled_before
+                && series_settled(st, r.database)
+                && st.lock_known_series().version() == version
+            {
+                cache.put(
+                    r.shard,
+                    r.database,
+                    &sel.condition,
+                    version,
+                    Arc::clone(&lit),
+                );
+            }
+            metrics::SERIES_SELECTIONS_TOTAL
+                .with_label_values(&["miss"])
+                .inc();
+            replaced.push((sel, lit));
+        }
+        Ok(series_cache::substitute(sql, &replaced))
+    }
+}
+
+/// Where a read runs: the shard, the user's database, the engine database
+/// that holds it, and (planned reads) the tag index version taken before
+/// the read's flush.
+struct Read<'a> {
+    shard: u32,
+    database: &'a str,
+    db: &'a str,
+    series_version: Option<u64>,
+}
+
+/// Whether no `_series` row of `database` waits in the shard's buffer or
+/// in a flush under way (the flush lock, as [`Engine::query`]'s flush).
+fn series_settled(st: &ShardState, database: &str) -> bool {
+    let _in_flight = st.lock_flushes();
+    let buf = st.lock_buf();
+    !buf.tables
+        .keys()
+        .any(|t| t.database == database && t.table == layout::SERIES_TABLE)
 }
 
 /// Refuses a statement that reads a table whose flush keeps failing: it

@@ -17,6 +17,7 @@ mod field_types;
 mod flushing;
 mod rewrites;
 mod schema;
+mod series_cache;
 mod shards;
 
 fn engine() -> &'static Engine {
