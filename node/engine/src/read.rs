@@ -232,7 +232,7 @@ impl Engine {
         let stripped = sql.len() != formatted.len();
         conn.use_database(db)?;
         let sql = match (st, r.series_version) {
-            (Some(st), Some(version)) => self.with_series_literals(conn, st, r, &sql, version)?,
+            (Some(st), Some(version)) => self.with_series_literals(conn, st, r, sql, version)?,
             _ => sql,
         };
         let rows = conn
@@ -264,12 +264,12 @@ impl Engine {
         conn: &mut crate::pool::Conn,
         st: &ShardState,
         r: &Read<'_>,
-        sql: &str,
+        sql: String,
         version: u64,
     ) -> Result<String> {
-        let found = series_cache::selections(sql);
+        let found = series_cache::selections(&sql);
         if found.is_empty() {
-            return Ok(sql.to_string());
+            return Ok(sql);
         }
         let cache = &self.inner.series_ids;
         let mut replaced = Vec::with_capacity(found.len());
@@ -316,7 +316,7 @@ impl Engine {
                 .inc();
             replaced.push((sel, lit));
         }
-        Ok(series_cache::substitute(sql, &replaced))
+        Ok(series_cache::substitute(&sql, &replaced))
     }
 }
 

@@ -6,7 +6,7 @@ use shardhouse_engine::testdata::{encode_points, PointRow};
 use shardhouse_engine::{Applied, TableBatchRef};
 use shardhouse_test_support::arrow::col_strings;
 
-use crate::{count_final, engine, f, points};
+use crate::{apply_cpu_series, count_final, drop_cpu_series, engine, f, points};
 
 #[test]
 fn one_entry_carries_several_tables_all_or_nothing() {
@@ -120,29 +120,13 @@ fn an_unstorable_table_in_an_old_entry_is_skipped_and_the_rest_kept() {
 /// have removed it.
 #[test]
 fn a_series_row_is_stored_once_until_an_operation_may_remove_it() {
-    use shardhouse_common::proto::{storage_op, DeletePoints, StorageOp};
     use shardhouse_engine::metrics::SERIES_ROWS_SKIPPED;
-    use shardhouse_engine::testdata::encode_series;
     use shardhouse_test_support::arrow::scalar_u64;
 
     let e = engine();
     let shard = 57;
     let write = |index: u64, rows: &[(u64, &str, &str)]| {
-        let pts: Vec<PointRow> = rows
-            .iter()
-            .map(|&(id, _, _)| PointRow::new(id, index as i64).field("v", f(index as f64)))
-            .collect();
-        let applied = e.apply_tables(
-            shard,
-            index,
-            &[TableBatchRef {
-                database: "db",
-                measurement: "cpu",
-                points_ipc: &Bytes::from(points(&pts)),
-                series_ipc: &Bytes::from(encode_series(rows).expect("encode series")),
-            }],
-        );
-        assert!(matches!(applied, Ok(Applied::Stored)), "{applied:?}");
+        apply_cpu_series(e, shard, index, rows);
         // A flush per entry: each entry's rows reach their own part, so
         // rows sent again would show before any merge.
         e.flush_all().expect("flush");
@@ -175,17 +159,7 @@ fn a_series_row_is_stored_once_until_an_operation_may_remove_it() {
 
     // DROP SERIES FROM cpu removes every `_series` row of cpu; the next
     // write of series 1 must store its row again.
-    let drop = StorageOp {
-        op: Some(storage_op::Op::DeletePoints(DeletePoints {
-            database: "db".into(),
-            measurement: "cpu".into(),
-            min_time_ns: i64::MIN,
-            max_time_ns: i64::MAX,
-            predicate: None,
-            drop_series: true,
-        })),
-    };
-    let applied = e.apply_op(shard, 4, &drop);
+    let applied = e.apply_op(shard, 4, &drop_cpu_series());
     assert!(matches!(applied, Ok(Applied::Stored)), "{applied:?}");
     assert_eq!(rows_of("SELECT count() FROM _series FINAL"), 0);
     write(5, &both[..1]);

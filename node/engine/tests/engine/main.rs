@@ -48,6 +48,43 @@ fn apply_cpu_point(e: &Engine, shard: u32, index: u64, (series, time): (u64, i64
     assert!(matches!(applied, Ok(Applied::Stored)), "{applied:?}");
 }
 
+/// Applies entry `index` of `shard`: one `cpu` point (time and `v` =
+/// `index`) of each series in `rows`, with the series rows (id,
+/// measurement, key) a router sends; it must be stored.
+fn apply_cpu_series(e: &Engine, shard: u32, index: u64, rows: &[(u64, &str, &str)]) {
+    let pts: Vec<PointRow> = rows
+        .iter()
+        .map(|&(id, _, _)| PointRow::new(id, index as i64).field("v", f(index as f64)))
+        .collect();
+    let series = shardhouse_engine::testdata::encode_series(rows).expect("encode series");
+    let applied = e.apply_tables(
+        shard,
+        index,
+        &[shardhouse_engine::TableBatchRef {
+            database: "db",
+            measurement: "cpu",
+            points_ipc: &Bytes::from(points(&pts)),
+            series_ipc: &Bytes::from(series),
+        }],
+    );
+    assert!(matches!(applied, Ok(Applied::Stored)), "{applied:?}");
+}
+
+/// `DROP SERIES FROM cpu` in `db`: every point and `_series` row of cpu.
+fn drop_cpu_series() -> shardhouse_common::proto::StorageOp {
+    use shardhouse_common::proto::{storage_op, DeletePoints, StorageOp};
+    StorageOp {
+        op: Some(storage_op::Op::DeletePoints(DeletePoints {
+            database: "db".into(),
+            measurement: "cpu".into(),
+            min_time_ns: i64::MIN,
+            max_time_ns: i64::MAX,
+            predicate: None,
+            drop_series: true,
+        })),
+    }
+}
+
 fn f(v: f64) -> FieldValue {
     FieldValue::Float(v)
 }

@@ -3,13 +3,10 @@
 //! series, a series written again, a drop and a selection of no series each read
 //! right.
 
-use bytes::Bytes;
-use shardhouse_common::proto::{storage_op, DeletePoints, StorageOp};
 use shardhouse_engine::metrics::SERIES_SELECTIONS_TOTAL;
-use shardhouse_engine::testdata::{encode_series, PointRow};
-use shardhouse_engine::{Applied, TableBatchRef};
+use shardhouse_engine::Applied;
 
-use crate::{engine, f, points, scalar};
+use crate::{apply_cpu_series, drop_cpu_series, engine, scalar};
 
 fn selections(result: &str) -> u64 {
     SERIES_SELECTIONS_TOTAL.with_label_values(&[result]).get()
@@ -20,23 +17,7 @@ fn cached_series_selections_follow_new_series_and_drops() {
     let e = engine();
     let shard = 91;
     // No flush here: reads flush what they read.
-    let write = |index: u64, rows: &[(u64, &str, &str)]| {
-        let pts: Vec<PointRow> = rows
-            .iter()
-            .map(|&(id, _, _)| PointRow::new(id, index as i64).field("v", f(index as f64)))
-            .collect();
-        let applied = e.apply_tables(
-            shard,
-            index,
-            &[TableBatchRef {
-                database: "db",
-                measurement: "cpu",
-                points_ipc: &Bytes::from(points(&pts)),
-                series_ipc: &Bytes::from(encode_series(rows).expect("encode series")),
-            }],
-        );
-        assert!(matches!(applied, Ok(Applied::Stored)), "{applied:?}");
-    };
+    let write = |index: u64, rows: &[(u64, &str, &str)]| apply_cpu_series(e, shard, index, rows);
     let host_a = "SELECT count() FROM cpu FINAL WHERE series_id IN \
         (SELECT series_id FROM _series WHERE measurement = 'cpu' AND (tags['host'] = 'a'))";
     let count = |sql: &str| scalar(&e.query_planned(shard, "db", sql).expect(sql));
@@ -80,17 +61,7 @@ fn cached_series_selections_follow_new_series_and_drops() {
     );
 
     // DROP SERIES removes the series: the cached ids must not bring them back.
-    let drop = StorageOp {
-        op: Some(storage_op::Op::DeletePoints(DeletePoints {
-            database: "db".into(),
-            measurement: "cpu".into(),
-            min_time_ns: i64::MIN,
-            max_time_ns: i64::MAX,
-            predicate: None,
-            drop_series: true,
-        })),
-    };
-    let applied = e.apply_op(shard, 5, &drop);
+    let applied = e.apply_op(shard, 5, &drop_cpu_series());
     assert!(matches!(applied, Ok(Applied::Stored)), "{applied:?}");
     assert_eq!(count(host_a), 0, "dropped series read as gone");
     write(6, &[(1, "cpu", "cpu,host=a")]);
