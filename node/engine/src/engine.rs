@@ -94,6 +94,9 @@ pub(crate) struct Inner {
     /// The series planned reads selected, while the tag index stays put
     /// (series_cache.rs).
     pub(crate) series_ids: crate::series_cache::SeriesCache,
+    /// The answers of planned statements that read only the tag index,
+    /// while it stays put (tag_answers.rs).
+    pub(crate) tag_answers: crate::tag_answers::TagAnswers,
 }
 
 /// The node's embedded engine. `Send + Sync`; share it as `Arc<Engine>`.

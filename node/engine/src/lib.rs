@@ -17,6 +17,7 @@ pub mod change_marks;
 mod columns;
 pub mod damage;
 mod ddl;
+mod empty_selection;
 pub mod engine;
 pub mod error;
 pub mod exit;
@@ -38,6 +39,7 @@ mod shard_io;
 mod shard_state;
 pub mod snapshot;
 pub mod stream;
+mod tag_answers;
 pub mod tag_index;
 
 pub use apply::{Applied, TableBatchRef};

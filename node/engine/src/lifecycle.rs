@@ -130,7 +130,8 @@ impl Engine {
             shutdown: AtomicBool::new(false),
             data_dir,
             marks: crate::change_marks::ChangeMarks::new(),
-            series_ids: crate::series_cache::SeriesCache::default(),
+            series_ids: crate::series_cache::SeriesCache::for_selections(),
+            tag_answers: crate::tag_answers::TagAnswers::bounded(),
         });
         inner.check_layout()?;
         inner.load_state()?;

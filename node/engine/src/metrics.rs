@@ -47,6 +47,23 @@ pub static SERIES_SELECTIONS_TOTAL: LazyLock<IntCounterVec> = LazyLock::new(|| {
     .expect("metric registered once")
 });
 
+pub static TAG_INDEX_ANSWERS_TOTAL: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!(
+        "shardhouse_engine_tag_index_answers_total",
+        "Planned statements that read only the tag index: answered from the tag answers (hit) or read (miss)",
+        &["result"]
+    )
+    .expect("metric registered once")
+});
+
+pub static READS_OF_NO_SERIES_TOTAL: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter!(
+        "shardhouse_engine_reads_of_no_series_total",
+        "Planned reads answered with no rows without an engine statement: their series selection selects no series on the shard"
+    )
+    .expect("metric registered once")
+});
+
 pub static ROWS_FLUSHED_TOTAL: LazyLock<IntCounter> = LazyLock::new(|| {
     register_int_counter!(
         "shardhouse_engine_rows_flushed_total",
@@ -143,9 +160,13 @@ pub fn register() {
     LazyLock::force(&SERIES_ROWS_SKIPPED);
     LazyLock::force(&RETENTION_PARTITIONS_DROPPED);
     LazyLock::force(&DAMAGED_SHARDS);
+    LazyLock::force(&READS_OF_NO_SERIES_TOTAL);
     // Exported at 0 before the first read.
     for result in ["hit", "miss", "skip"] {
         SERIES_SELECTIONS_TOTAL.with_label_values(&[result]);
+    }
+    for result in ["hit", "miss"] {
+        TAG_INDEX_ANSWERS_TOTAL.with_label_values(&[result]);
     }
 }
 
@@ -171,6 +192,8 @@ mod tests {
             "shardhouse_engine_series_rows_skipped_total",
             "shardhouse_engine_damaged_shards",
             "shardhouse_engine_series_selections_total",
+            "shardhouse_engine_tag_index_answers_total",
+            "shardhouse_engine_reads_of_no_series_total",
         ] {
             assert!(
                 names.iter().any(|n| n == want),

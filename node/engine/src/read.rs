@@ -11,7 +11,7 @@ use crate::columns::strings;
 use crate::engine::Engine;
 use crate::error::{EngineError, Result};
 use crate::shard_state::ShardState;
-use crate::{layout, metrics, read_guard, series_cache};
+use crate::{empty_selection, layout, metrics, read_guard, series_cache, tag_answers};
 
 impl Engine {
     /// Runs a user's `SELECT` against one shard's database: unqualified
@@ -219,6 +219,11 @@ impl Engine {
         formatted: &str,
     ) -> Result<Vec<RecordBatch>> {
         let (shard, database, db) = (r.shard, r.database, r.db);
+        if let (Some(st), Some(version)) = (st, r.series_version) {
+            if tag_answers::reads_only_the_tag_index(formatted) {
+                return self.tag_index_read(conn, st, r, formatted, version);
+            }
+        }
         // After the flush in `read`: it may have stored a rewrite.
         let clean = st
             .filter(|_| !self.inner.cfg.reads_always_final)
@@ -232,7 +237,15 @@ impl Engine {
         let stripped = sql.len() != formatted.len();
         conn.use_database(db)?;
         let sql = match (st, r.series_version) {
-            (Some(st), Some(version)) => self.with_series_literals(conn, st, r, sql, version)?,
+            (Some(st), Some(version)) => {
+                match self.with_series_literals(conn, st, r, sql, version)? {
+                    Literals::Sql(sql) => sql,
+                    Literals::NoRows => {
+                        metrics::READS_OF_NO_SERIES_TOTAL.inc();
+                        return Ok(Vec::new());
+                    }
+                }
+            }
             _ => sql,
         };
         let rows = conn
@@ -255,10 +268,55 @@ impl Engine {
             .map_err(|e| self.inner.read_error(shard, db, e))
     }
 
+    /// A planned statement of the tag index alone: its answer from the
+    /// tag answers while the index is still at `version`, else read now
+    /// (and kept on the series cache's terms, see there).
+    fn tag_index_read(
+        &self,
+        conn: &mut crate::pool::Conn,
+        st: &ShardState,
+        r: &Read<'_>,
+        sql: &str,
+        version: u64,
+    ) -> Result<Vec<RecordBatch>> {
+        let cache = &self.inner.tag_answers;
+        if let Some(hit) = cache.get(r.shard, r.database, sql, version) {
+            metrics::TAG_INDEX_ANSWERS_TOTAL
+                .with_label_values(&["hit"])
+                .inc();
+            return Ok(hit.as_ref().clone());
+        }
+        let settled_before = series_settled(st, r.database);
+        conn.use_database(r.db)?;
+        let rows = conn
+            .query(sql)
+            .map_err(|e| self.inner.read_error(r.shard, r.db, e))?;
+        if settled_before
+            && series_settled(st, r.database)
+            && st.lock_known_series().version() == version
+        {
+            let bytes = tag_answers::answer_bytes(&rows);
+            cache.put(
+                r.shard,
+                r.database,
+                sql,
+                version,
+                Arc::new(rows.clone()),
+                bytes,
+            );
+        }
+        metrics::TAG_INDEX_ANSWERS_TOTAL
+            .with_label_values(&["miss"])
+            .inc();
+        Ok(rows)
+    }
+
     /// `sql` with each series selection replaced by its ids: from the
     /// cache when the tag index is still at `version`, else selected now
     /// (and cached when nothing changed meanwhile and no `_series` row
-    /// waits in the buffer, so the stored rows are all of them).
+    /// waits in the buffer, so the stored rows are all of them). A
+    /// selection of no series that leaves the statement nothing to read
+    /// ends it there (empty_selection.rs).
     fn with_series_literals(
         &self,
         conn: &mut crate::pool::Conn,
@@ -266,11 +324,14 @@ impl Engine {
         r: &Read<'_>,
         sql: String,
         version: u64,
-    ) -> Result<String> {
+    ) -> Result<Literals> {
         let found = series_cache::selections(&sql);
         if found.is_empty() {
-            return Ok(sql);
+            return Ok(Literals::Sql(sql));
         }
+        let no_rows = |sel: &series_cache::Selection, lit: &str| {
+            lit == "()" && empty_selection::answers_no_rows(&sql, sel.start)
+        };
         let cache = &self.inner.series_ids;
         let mut replaced = Vec::with_capacity(found.len());
         for sel in found {
@@ -278,6 +339,9 @@ impl Engine {
                 metrics::SERIES_SELECTIONS_TOTAL
                     .with_label_values(&["hit"])
                     .inc();
+                if no_rows(&sel, &lit) {
+                    return Ok(Literals::NoRows);
+                }
                 replaced.push((sel, lit));
                 continue;
             }
@@ -303,21 +367,33 @@ impl Engine {
                 && series_settled(st, r.database)
                 && st.lock_known_series().version() == version
             {
+                let bytes = lit.len();
                 cache.put(
                     r.shard,
                     r.database,
                     &sel.condition,
                     version,
                     Arc::clone(&lit),
+                    bytes,
                 );
             }
             metrics::SERIES_SELECTIONS_TOTAL
                 .with_label_values(&["miss"])
                 .inc();
+            if no_rows(&sel, &lit) {
+                return Ok(Literals::NoRows);
+            }
             replaced.push((sel, lit));
         }
-        Ok(series_cache::substitute(&sql, &replaced))
+        Ok(Literals::Sql(series_cache::substitute(&sql, &replaced)))
     }
+}
+
+/// A planned statement with its series selections as literals, or the
+/// finding that it reads no rows.
+enum Literals {
+    Sql(String),
+    NoRows,
 }
 
 /// Where a read runs: the shard, the user's database, the engine database

@@ -145,54 +145,83 @@ pub fn substitute(sql: &str, replaced: &[(Selection, Arc<str>)]) -> String {
     out
 }
 
-#[derive(Default)]
-struct Entries {
-    map: HashMap<(u32, String, String), (u64, Arc<str>)>,
+/// What one entry is kept under: shard, database and the text it answers.
+type Key = (u32, String, String);
+
+struct Entries<V> {
+    map: HashMap<Key, (u64, V, usize)>,
+    bytes: usize,
 }
 
-/// Literal id lists by (shard, database, condition), each with the tag
-/// index version it was computed at.
-#[derive(Default)]
-pub struct SeriesCache {
-    entries: Mutex<Entries>,
+/// Values by (shard, database, text), each with the tag index version it
+/// was computed at: the series cache's literals ([`SeriesCache`]) and the
+/// answers of statements that read only the tag index (tag_answers.rs).
+/// Bounded: when an entry would pass `max_entries` or `max_bytes`, it
+/// starts over (dashboards repeat a few hundred statements, so this bounds
+/// memory, not hits).
+pub struct VersionedCache<V> {
+    entries: Mutex<Entries<V>>,
+    max_entries: usize,
+    max_bytes: usize,
 }
+
+/// The literal id lists of series selections.
+pub type SeriesCache = VersionedCache<Arc<str>>;
 
 impl SeriesCache {
-    /// The literal of `condition` on `shard`'s `database` if it was
-    /// computed at `version`.
-    pub fn get(
-        &self,
-        shard: u32,
-        database: &str,
-        condition: &str,
-        version: u64,
-    ) -> Option<Arc<str>> {
+    pub fn for_selections() -> SeriesCache {
+        VersionedCache::new(MAX_ENTRIES, 64 << 20)
+    }
+}
+
+impl<V: Clone> VersionedCache<V> {
+    pub fn new(max_entries: usize, max_bytes: usize) -> Self {
+        VersionedCache {
+            entries: Mutex::new(Entries {
+                map: HashMap::new(),
+                bytes: 0,
+            }),
+            max_entries,
+            max_bytes,
+        }
+    }
+
+    /// The value of `text` on `shard`'s `database` if it was computed at
+    /// `version`.
+    pub fn get(&self, shard: u32, database: &str, text: &str, version: u64) -> Option<V> {
         let e = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         // The key borrows nothing: build it once per lookup.
-        let key = (shard, database.to_string(), condition.to_string());
+        let key = (shard, database.to_string(), text.to_string());
         match e.map.get(&key) {
-            Some((v, lit)) if *v == version => Some(Arc::clone(lit)),
+            Some((v, value, _)) if *v == version => Some(value.clone()),
             _ => None,
         }
     }
 
-    /// Remembers `literal` of `condition`, computed at `version`.
+    /// Remembers `value` of `text`, computed at `version`, `bytes` large
+    /// (not kept if larger than the whole cache may be).
     pub fn put(
         &self,
         shard: u32,
         database: &str,
-        condition: &str,
+        text: &str,
         version: u64,
-        literal: Arc<str>,
+        value: V,
+        bytes: usize,
     ) {
-        let mut e = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        if e.map.len() >= MAX_ENTRIES {
-            e.map.clear();
+        if bytes > self.max_bytes {
+            return;
         }
-        e.map.insert(
-            (shard, database.to_string(), condition.to_string()),
-            (version, literal),
-        );
+        let mut e = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        if e.map.len() >= self.max_entries || e.bytes + bytes > self.max_bytes {
+            e.map.clear();
+            e.bytes = 0;
+        }
+        let key = (shard, database.to_string(), text.to_string());
+        if let Some((_, _, old)) = e.map.insert(key, (version, value, bytes)) {
+            e.bytes -= old;
+        }
+        e.bytes += bytes;
     }
 }
 
@@ -242,8 +271,8 @@ mod tests {
         assert_eq!(literal(&[]).as_deref(), Some("()"));
         assert_eq!(literal(&vec![1; MAX_IDS + 1]), None);
         assert_eq!(literal(&[7]).as_deref(), Some("(7)"));
-        let c = SeriesCache::default();
-        c.put(1, "db", "measurement = 'cpu'", 5, "(7)".into());
+        let c = SeriesCache::for_selections();
+        c.put(1, "db", "measurement = 'cpu'", 5, "(7)".into(), 3);
         assert_eq!(
             c.get(1, "db", "measurement = 'cpu'", 5).as_deref(),
             Some("(7)")
@@ -251,5 +280,35 @@ mod tests {
         assert_eq!(c.get(1, "db", "measurement = 'cpu'", 6), None);
         assert_eq!(c.get(2, "db", "measurement = 'cpu'", 5), None);
         assert_eq!(c.get(1, "other", "measurement = 'cpu'", 5), None);
+    }
+
+    #[test]
+    fn the_cache_starts_over_past_its_bounds() {
+        let c: VersionedCache<u32> = VersionedCache::new(2, 100);
+        c.put(1, "db", "a", 1, 1, 40);
+        c.put(1, "db", "a", 1, 2, 40);
+        assert_eq!(
+            c.get(1, "db", "a", 1),
+            Some(2),
+            "a new value replaces the old"
+        );
+        c.put(1, "db", "b", 1, 3, 40);
+        assert_eq!(
+            c.get(1, "db", "a", 1),
+            Some(2),
+            "80 bytes in two entries fit"
+        );
+        c.put(1, "db", "c", 1, 4, 10);
+        assert_eq!(c.get(1, "db", "a", 1), None, "a third entry starts over");
+        assert_eq!(c.get(1, "db", "c", 1), Some(4));
+        c.put(1, "db", "d", 1, 5, 95);
+        assert_eq!(c.get(1, "db", "c", 1), None, "past the bytes: starts over");
+        c.put(1, "db", "e", 1, 6, 101);
+        assert_eq!(
+            c.get(1, "db", "e", 1),
+            None,
+            "larger than the cache: not kept"
+        );
+        assert_eq!(c.get(1, "db", "d", 1), Some(5));
     }
 }
