@@ -291,10 +291,7 @@ impl Engine {
         let rows = conn
             .query(sql)
             .map_err(|e| self.inner.read_error(r.shard, r.db, e))?;
-        if settled_before
-            && series_settled(st, r.database)
-            && st.lock_known_series().version() == version
-        {
+        if settled_before && still_at(st, r.database, version) {
             let bytes = tag_answers::answer_bytes(&rows);
             cache.put(
                 r.shard,
@@ -362,11 +359,7 @@ impl Engine {
                 continue;
             };
             let lit: Arc<str> = lit.into();
-            // Buffer, then version: a row buffered in between moves the version.
-            if settled_before
-                && series_settled(st, r.database)
-                && st.lock_known_series().version() == version
-            {
+            if settled_before && still_at(st, r.database, version) {
                 let bytes = lit.len();
                 cache.put(
                     r.shard,
@@ -414,6 +407,14 @@ fn series_settled(st: &ShardState, database: &str) -> bool {
     !buf.tables
         .keys()
         .any(|t| t.database == database && t.table == layout::SERIES_TABLE)
+}
+
+/// Whether what was read after a settled check may be kept as of
+/// `version`: still no `_series` row of `database` buffered, and the tag
+/// index still at `version` (buffer, then version: a row buffered in
+/// between moves the version).
+fn still_at(st: &ShardState, database: &str, version: u64) -> bool {
+    series_settled(st, database) && st.lock_known_series().version() == version
 }
 
 /// Refuses a statement that reads a table whose flush keeps failing: it
