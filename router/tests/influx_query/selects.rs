@@ -85,13 +85,47 @@ pub async fn aggregates(s: &Stack, w: &Written) -> Result<()> {
     }
 
     // 1b. The same aggregates the shards compute in chDB (pushed down):
-    // equal to the plain evaluation (float sums within 1e-9).
+    // equal to the plain evaluation (float sums within 1e-9). Asked twice:
+    // first grouped by host at the shards, then (the router has seen that
+    // every series is its own group) by series.
     let q = format!(
         "SELECT count(usage), sum(usage), mean(usage), min(usage), max(usage), spread(usage) \
          FROM cpu WHERE {range} GROUP BY time(10m), host fill(none)"
     );
-    let got = by_tags(&s.query(&q).await?);
-    for (series, buckets) in &want {
+    for _ in 0..2 {
+        pushed_equal(&by_tags(&s.query(&q).await?), &want)?;
+    }
+    // 1c. Per region: the shards join each point to its region's group.
+    let mut want: BTreeMap<String, BTreeMap<i64, Vec<f64>>> = BTreeMap::new();
+    for p in points {
+        if let Some(u) = p.usage {
+            want.entry(format!("region={}", p.region))
+                .or_default()
+                .entry(start + (p.time - start) / (10 * MINUTE) * (10 * MINUTE))
+                .or_default()
+                .push(u);
+        }
+    }
+    let q = q.replace("host fill", "region fill");
+    for _ in 0..2 {
+        pushed_equal(&by_tags(&s.query(&q).await?), &want)?;
+    }
+    Ok(())
+}
+
+/// Pushed count, sum, mean, min, max and spread per series and bucket
+/// (`got`) equal the plain evaluation of the `want` values.
+fn pushed_equal(
+    got: &BTreeMap<String, Vec<Vec<serde_json::Value>>>,
+    want: &BTreeMap<String, BTreeMap<i64, Vec<f64>>>,
+) -> Result<()> {
+    ensure!(
+        got.keys().collect::<Vec<_>>() == want.keys().collect::<Vec<_>>(),
+        "pushed series differ: {:?} vs {:?}",
+        got.keys(),
+        want.keys()
+    );
+    for (series, buckets) in want {
         let rows = &got[series];
         ensure!(
             rows.len() == buckets.len(),

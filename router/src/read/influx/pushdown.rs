@@ -48,12 +48,24 @@ pub fn bucket_sql(interval: Option<Interval>) -> String {
 }
 
 /// The aggregate columns of plan `j` over slot column `col` (a field the
-/// shard has; `float` selects the compensated sum).
-pub fn columns(j: usize, agg: &Aggregate, col: &str, float: bool) -> Vec<String> {
+/// shard has; `float` selects the compensated sum). `bucket_times`: the
+/// statement groups by `time()`, so a selector's answer shows its bucket's
+/// time, not its point's: `min` and `max` need no point time to break
+/// ties (equal values are one answer), and a plain `max` costs a fifth of
+/// the `(value, time)` tuple's (docs/benchmarks.md, session 27).
+pub fn columns(
+    j: usize,
+    agg: &Aggregate,
+    col: &str,
+    float: bool,
+    bucket_times: bool,
+) -> Vec<String> {
     let t = TIME_COLUMN;
     let has = format!("`{col}` IS NOT NULL");
     let mut out = vec![format!("count(`{col}`) AS `agg_c{j}`")];
     match agg {
+        Aggregate::Min if bucket_times => out.push(format!("(min(`{col}`), `__b`) AS `agg_p{j}`")),
+        Aggregate::Max if bucket_times => out.push(format!("(max(`{col}`), -`__b`) AS `agg_p{j}`")),
         Aggregate::Count => {}
         Aggregate::Sum | Aggregate::Mean => out.push(if float {
             format!("sumKahan(`{col}`) AS `agg_s{j}`")
@@ -76,32 +88,56 @@ pub fn columns(j: usize, agg: &Aggregate, col: &str, float: bool) -> Vec<String>
 /// The series id column of a grouped row (0 when not grouped by series).
 const GROUP_SERIES: &str = "__gsid";
 
+/// How a shard groups its rows besides the bucket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Grouping<'a> {
+    /// One group per bucket (`__gsid` 0).
+    None,
+    /// By series (`__gsid` the series id): the router groups them.
+    BySeries,
+    /// By the tags `GROUP BY` names: `__gsid` is one series of the group
+    /// on this shard (the smallest id), from the tag index subquery
+    /// [`crate::read::influx::sqlgen::series_groups_sql`] gives. The
+    /// router maps it to its group by that series' tags, as it would map
+    /// every series of the group, so a region panel sends one row per
+    /// region and bucket instead of one per series and bucket.
+    ByTags(&'a str),
+}
+
 /// The statement a shard runs: its fact rows (`inner`, unlimited) grouped
-/// by bucket, and by series when `by_series`.
+/// by bucket and as `grouping` says.
 pub fn grouped_sql(
     inner: &str,
     interval: Option<Interval>,
-    by_series: bool,
+    grouping: Grouping<'_>,
     aggs: &[String],
     limit: u64,
 ) -> String {
-    let (keys, sid) = if by_series {
-        (
-            format!("`__b`, `{GROUP_SERIES}`"),
-            format!("`{SERIES_COLUMN}` AS `{GROUP_SERIES}`"),
-        )
-    } else {
-        (
-            "`__b`".to_string(),
-            format!("toUInt64(0) AS `{GROUP_SERIES}`"),
-        )
+    let keys = match grouping {
+        Grouping::None => "`__b`".to_string(),
+        _ => format!("`__b`, `{GROUP_SERIES}`"),
+    };
+    let (sid, from) = match grouping {
+        Grouping::None => ("toUInt64(0)".to_string(), format!("({inner})")),
+        Grouping::BySeries => (format!("`{SERIES_COLUMN}`"), format!("({inner})")),
+        // ANY LEFT: each point once, with its series' group; a series the
+        // index subquery did not see (written meanwhile) keeps its own id
+        // (the router then reads the tags again, see `all_known`).
+        Grouping::ByTags(groups) => (
+            format!("if(`{GROUP_REP}` = 0, `{SERIES_COLUMN}`, `{GROUP_REP}`)"),
+            format!("({inner}) AS `__facts` ANY LEFT JOIN ({groups}) AS `__groups` USING (`{SERIES_COLUMN}`)"),
+        ),
     };
     format!(
-        "SELECT {} AS `__b`, {sid}, {} FROM ({inner}) GROUP BY {keys} LIMIT {limit}",
+        "SELECT {} AS `__b`, {sid} AS `{GROUP_SERIES}`, {} FROM {from} GROUP BY {keys} LIMIT {limit}",
         bucket_sql(interval),
         aggs.join(", ")
     )
 }
+
+/// The column of [`Grouping::ByTags`]' subquery naming each series'
+/// group representative.
+pub const GROUP_REP: &str = "__rep";
 
 fn col<'a>(b: &'a RecordBatch, name: &str) -> Option<&'a ArrayRef> {
     b.schema().index_of(name).ok().map(|i| b.column(i))
@@ -206,14 +242,19 @@ mod tests {
         let sql = grouped_sql(
             "SELECT 1",
             Some(iv),
-            true,
-            &columns(0, &Aggregate::Max, "s1", true),
+            Grouping::ByTags("SELECT 2"),
+            &columns(0, &Aggregate::Max, "s1", true, false),
             11,
         );
         assert_eq!(
             sql,
-            "SELECT `__t` - ((((`__t` - (0)) % 60) + 60) % 60) AS `__b`, `__sid` AS `__gsid`, count(`s1`) AS `agg_c0`, \
-             maxIf((`s1`, -`__t`), `s1` IS NOT NULL) AS `agg_p0` FROM (SELECT 1) GROUP BY `__b`, `__gsid` LIMIT 11"
+            "SELECT `__t` - ((((`__t` - (0)) % 60) + 60) % 60) AS `__b`, if(`__rep` = 0, `__sid`, `__rep`) AS `__gsid`, \
+             count(`s1`) AS `agg_c0`, maxIf((`s1`, -`__t`), `s1` IS NOT NULL) AS `agg_p0` FROM (SELECT 1) AS `__facts` \
+             ANY LEFT JOIN (SELECT 2) AS `__groups` USING (`__sid`) GROUP BY `__b`, `__gsid` LIMIT 11"
+        );
+        assert_eq!(
+            grouped_sql("SELECT 1", None, Grouping::None, &["count() AS `__n`".into()], 3),
+            "SELECT toInt64(0) AS `__b`, toUInt64(0) AS `__gsid`, count() AS `__n` FROM (SELECT 1) GROUP BY `__b` LIMIT 3"
         );
     }
 

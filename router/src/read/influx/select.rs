@@ -15,6 +15,7 @@
 //! way every answer equals one evaluation over all the data (docs/api.md).
 
 mod facts;
+mod grouping;
 mod merge;
 mod series;
 
@@ -34,7 +35,7 @@ use super::pushdown;
 use super::sqlgen::{self, Ref};
 use super::Ctx;
 use crate::error::{Error, Result};
-use series::{more_than_one_series, series_need, series_tags, SeriesNeed};
+use series::{all_known, more_than_one_series, series_need, series_tags, SeriesNeed};
 
 /// Most `GROUP BY time()` buckets one statement may produce.
 const MAX_BUCKETS: i64 = 1_000_000;
@@ -233,6 +234,7 @@ async fn one_measurement(
     // Shards aggregate in chDB when every field is a pushable aggregate of
     // a field (pushdown.rs); otherwise they send their points.
     let pushed = windowing.zone.is_none() && pushable(&planned, &schema);
+    let grouping_key = grouping::key(database, measurement, shape.tag_sql.as_deref(), &dims);
     let facts = facts::Facts {
         measurement,
         schema: &schema,
@@ -240,7 +242,8 @@ async fn one_measurement(
         shape: &shape,
         read,
         pushed,
-        grouped_by_tags: !dims.is_empty(),
+        group_tags: &dims,
+        by_tags: pushed && grouping::by_tags(&grouping_key),
         max_points: ctx.max_points,
         exclude: None,
     };
@@ -256,6 +259,14 @@ async fn one_measurement(
         }
         _ => facts.fetch(ctx, database).await?,
     };
+    // A series written after its tags were read: they are in the index
+    // now (its rows would otherwise group as a series without tags).
+    if series.as_ref().is_some_and(|t| !all_known(&shards, t)) {
+        series = Some(series_tags(ctx, &shape, &schema, database, measurement).await?);
+    }
+    if let (true, false, Some(tags)) = (pushed, dims.is_empty(), &series) {
+        grouping::learn(&grouping_key, tags, &dims);
+    }
     if need == SeriesNeed::ToOrderRows && more_than_one_series(&shards) {
         series = Some(series_tags(ctx, &shape, &schema, database, measurement).await?);
     }

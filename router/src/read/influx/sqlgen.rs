@@ -124,6 +124,28 @@ pub fn series_sql(measurement: &str, tag_condition: Option<&str>) -> String {
     )
 }
 
+/// The series of `measurement` a tag condition selects, each with the
+/// smallest series id of its group by tags `dims` (missing tags read as
+/// `''`, as InfluxDB groups them): the subquery of
+/// [`super::pushdown::Grouping::ByTags`].
+pub fn series_groups_sql(
+    measurement: &str,
+    tag_condition: Option<&str>,
+    dims: &[String],
+) -> String {
+    let keys: Vec<String> = dims
+        .iter()
+        .map(|d| format!("tags[{}]", sql_literal(d)))
+        .collect();
+    format!(
+        "SELECT arrayJoin(groupArray(series_id)) AS {}, min(series_id) AS {} FROM _series WHERE {} GROUP BY {}",
+        sql_ident(SERIES_COLUMN),
+        sql_ident(super::pushdown::GROUP_REP),
+        series_condition(measurement, tag_condition),
+        keys.join(", ")
+    )
+}
+
 fn series_condition(measurement: &str, tag_condition: Option<&str>) -> String {
     match tag_condition {
         Some(c) => format!("measurement = {} AND ({c})", sql_literal(measurement)),

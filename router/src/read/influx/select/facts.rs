@@ -34,7 +34,11 @@ pub(super) struct Facts<'a> {
     pub read: TimeRange,
     /// The shards aggregate (pushdown.rs) rather than send points.
     pub pushed: bool,
-    pub grouped_by_tags: bool,
+    /// The tags `GROUP BY` names (none: not grouped by tags).
+    pub group_tags: &'a [String],
+    /// Pushed partials are grouped by those tags at the shards, not by
+    /// series (grouping.rs).
+    pub by_tags: bool,
     /// The router's `query_max_points`.
     pub max_points: usize,
     /// Buckets `[lo, hi)` not to read: the cache holds them (cache.rs).
@@ -196,10 +200,22 @@ impl Facts<'_> {
         if !self.pushed {
             return Ok(inner);
         }
+        let groups = (self.by_tags && !self.group_tags.is_empty()).then(|| {
+            sqlgen::series_groups_sql(
+                self.measurement,
+                self.shape.tag_sql.as_deref(),
+                self.group_tags,
+            )
+        });
+        let grouping = match &groups {
+            Some(g) => pushdown::Grouping::ByTags(g),
+            None if self.group_tags.is_empty() => pushdown::Grouping::None,
+            None => pushdown::Grouping::BySeries,
+        };
         Ok(pushdown::grouped_sql(
             &inner,
             self.shape.interval,
-            self.grouped_by_tags,
+            grouping,
             &self.pushed_columns(has),
             self.max_points as u64 + 1,
         ))
@@ -235,7 +251,13 @@ impl Facts<'_> {
             if let Slot::Sql(Expr::VarRef(v)) = &self.planned.slots[*slot] {
                 if has.contains(&v.name) {
                     let float = self.schema.fields.get(&v.name) == Some(&"float");
-                    aggs.extend(pushdown::columns(j, agg, &format!("s{slot}"), float));
+                    aggs.extend(pushdown::columns(
+                        j,
+                        agg,
+                        &format!("s{slot}"),
+                        float,
+                        self.shape.interval.is_some(),
+                    ));
                 }
             }
         }

@@ -74,6 +74,39 @@ pub(super) fn more_than_one_series(shards: &[Vec<RecordBatch>]) -> bool {
     false
 }
 
+/// Whether every series the shards' rows name is in `series`: rows of a
+/// series written after the tag index was read (asked beside the facts)
+/// name one it lacks. Grouped partials name their group by one of its
+/// series (`__gsid`, pushdown.rs), raw rows their own (column 1).
+pub(super) fn all_known(shards: &[Vec<RecordBatch>], series: &SeriesTags) -> bool {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::UInt64Type;
+    // Rows come series by series: each id is looked up once per run.
+    let mut last = 0;
+    let mut known = |sid: u64| {
+        // 0: a partial of no series (not grouped by tags).
+        if sid == 0 || sid == last {
+            return true;
+        }
+        last = sid;
+        series.contains_key(&sid)
+    };
+    shards.iter().flatten().all(|b| {
+        let named = b
+            .schema()
+            .index_of("__gsid")
+            .ok()
+            .or((b.num_columns() > 1).then_some(1));
+        let Some(ids) = named.map(|i| b.column(i)) else {
+            return true;
+        };
+        match ids.as_primitive_opt::<UInt64Type>() {
+            Some(a) => a.iter().flatten().all(&mut known),
+            None => (0..b.num_rows()).all(|row| fetch::u64_at(ids, row).is_none_or(&mut known)),
+        }
+    })
+}
+
 /// The tags of the measurement's series matching the tag condition, from
 /// the tag index (when the statement needs them: [`series_need`]).
 pub(super) async fn series_tags(
