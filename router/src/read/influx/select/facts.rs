@@ -135,10 +135,14 @@ impl Facts<'_> {
 
     /// The cache key: every shard's statement over a fixed range (so only
     /// the range is left out), the cluster, database and shard map epoch.
+    /// Grouped by series or by tags alike (grouping.rs may switch between
+    /// a statement's first and second asking): rows of either name their
+    /// group by a series the router maps by its tags, so they merge.
     fn cache_key(&self, ctx: &Ctx<'_>, database: &str) -> Result<String> {
         let template = Facts {
             read: TimeRange { start: 1, end: 2 },
             exclude: None,
+            by_tags: false,
             ..*self
         };
         let mut sqls = BTreeMap::new();

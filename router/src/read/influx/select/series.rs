@@ -190,6 +190,31 @@ mod tests {
     }
 
     #[test]
+    fn rows_of_a_series_the_tags_lack_are_found() {
+        use arrow_array::{ArrayRef, Int64Array, UInt64Array};
+        let grouped = |gsids: &[u64]| {
+            let b: ArrayRef = std::sync::Arc::new(Int64Array::from(vec![0; gsids.len()]));
+            let g: ArrayRef = std::sync::Arc::new(UInt64Array::from(gsids.to_vec()));
+            RecordBatch::try_from_iter([("__b", b), ("__gsid", g)]).unwrap()
+        };
+        let raw = |sids: &[u64]| {
+            let t: ArrayRef = std::sync::Arc::new(Int64Array::from(vec![0; sids.len()]));
+            let sid: ArrayRef = std::sync::Arc::new(UInt64Array::from(sids.to_vec()));
+            RecordBatch::try_from_iter([("__t", t), ("__sid", sid)]).unwrap()
+        };
+        let tags: SeriesTags = [7, 8].into_iter().map(|s| (s, BTreeMap::new())).collect();
+        assert!(all_known(&[vec![grouped(&[7, 7, 8])], vec![]], &tags));
+        // 0: partials of no series.
+        assert!(all_known(&[vec![grouped(&[0, 0])]], &tags));
+        assert!(!all_known(
+            &[vec![grouped(&[7])], vec![grouped(&[9])]],
+            &tags
+        ));
+        assert!(all_known(&[vec![raw(&[8, 8, 7])]], &tags));
+        assert!(!all_known(&[vec![raw(&[8, 8, 9, 7])]], &tags));
+    }
+
+    #[test]
     fn rows_of_one_series_need_no_series_order() {
         use arrow_array::{ArrayRef, Int64Array, UInt64Array};
         let batch = |sids: &[u64]| {
