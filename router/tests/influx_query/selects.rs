@@ -187,6 +187,29 @@ pub async fn selectors_and_raw(s: &Stack, w: &Written) -> Result<()> {
         );
     }
 
+    // 2b. First and last per host, asked twice: grouped by host at the
+    // shards, then by series (each group one series: the value at the
+    // earliest and latest time with a value, no tuple of the two).
+    let q = format!("SELECT first(usage), last(usage) FROM cpu WHERE {range} GROUP BY host");
+    for _ in 0..2 {
+        let got = by_tags(&s.query(&q).await?);
+        for h in 0..10 {
+            let host = format!("h{h}");
+            let mine: Vec<(i64, f64)> = points
+                .iter()
+                .filter(|p| p.host == host)
+                .filter_map(|p| p.usage.map(|u| (p.time, u)))
+                .collect();
+            let first = mine.iter().min_by_key(|p| p.0).unwrap().1;
+            let last = mine.iter().max_by_key(|p| p.0).unwrap().1;
+            let row = &got[&format!("host={host}")][0];
+            ensure!(
+                row[1].as_f64() == Some(first) && row[2].as_f64() == Some(last),
+                "{host}: {row:?} want first {first} last {last}"
+            );
+        }
+    }
+
     // 3. Raw points through a tag and a field condition, in time order.
     let q = format!("SELECT usage, region FROM cpu WHERE host = 'h3' AND usage > 50 AND {range}");
     let got = by_tags(&s.query(&q).await?);

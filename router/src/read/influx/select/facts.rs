@@ -261,6 +261,7 @@ impl Facts<'_> {
                         &format!("s{slot}"),
                         float,
                         self.shape.interval.is_some(),
+                        !self.group_tags.is_empty() && !self.by_tags,
                     ));
                 }
             }
