@@ -20,16 +20,7 @@ pub async fn aggregates(s: &Stack, w: &Written) -> Result<()> {
          GROUP BY time(10m), host fill(none)"
     );
     let got = by_tags(&s.query(&q).await?);
-    let mut want: BTreeMap<String, BTreeMap<i64, Vec<f64>>> = BTreeMap::new();
-    for p in points {
-        if let Some(u) = p.usage {
-            want.entry(format!("host={}", p.host))
-                .or_default()
-                .entry(start + (p.time - start) / (10 * MINUTE) * (10 * MINUTE))
-                .or_default()
-                .push(u);
-        }
-    }
+    let want = usage_per_10m(points, start, |p| format!("host={}", p.host));
     ensure!(
         got.keys().collect::<Vec<_>>() == want.keys().collect::<Vec<_>>(),
         "series differ: {:?} vs {:?}",
@@ -96,21 +87,32 @@ pub async fn aggregates(s: &Stack, w: &Written) -> Result<()> {
         pushed_equal(&by_tags(&s.query(&q).await?), &want)?;
     }
     // 1c. Per region: the shards join each point to its region's group.
+    let want = usage_per_10m(points, start, |p| format!("region={}", p.region));
+    let q = q.replace("host fill", "region fill");
+    for _ in 0..2 {
+        pushed_equal(&by_tags(&s.query(&q).await?), &want)?;
+    }
+    Ok(())
+}
+
+/// The `usage` values per group (`group` of each point) and 10-minute
+/// bucket from `start`.
+fn usage_per_10m(
+    points: &[Pt],
+    start: i64,
+    group: impl Fn(&Pt) -> String,
+) -> BTreeMap<String, BTreeMap<i64, Vec<f64>>> {
     let mut want: BTreeMap<String, BTreeMap<i64, Vec<f64>>> = BTreeMap::new();
     for p in points {
         if let Some(u) = p.usage {
-            want.entry(format!("region={}", p.region))
+            want.entry(group(p))
                 .or_default()
                 .entry(start + (p.time - start) / (10 * MINUTE) * (10 * MINUTE))
                 .or_default()
                 .push(u);
         }
     }
-    let q = q.replace("host fill", "region fill");
-    for _ in 0..2 {
-        pushed_equal(&by_tags(&s.query(&q).await?), &want)?;
-    }
-    Ok(())
+    want
 }
 
 /// Pushed count, sum, mean, min, max and spread per series and bucket

@@ -213,8 +213,8 @@ impl Facts<'_> {
         });
         let grouping = match &groups {
             Some(g) => pushdown::Grouping::ByTags(g),
-            None if self.group_tags.is_empty() => pushdown::Grouping::None,
-            None => pushdown::Grouping::BySeries,
+            None if self.by_series() => pushdown::Grouping::BySeries,
+            None => pushdown::Grouping::None,
         };
         Ok(pushdown::grouped_sql(
             &inner,
@@ -223,6 +223,12 @@ impl Facts<'_> {
             &self.pushed_columns(has),
             self.max_points as u64 + 1,
         ))
+    }
+
+    /// Whether the shards group pushed partials by series (grouped by
+    /// tags, but not at the shards).
+    fn by_series(&self) -> bool {
+        !self.group_tags.is_empty() && !self.by_tags
     }
 
     /// The value slots the shard computes, `s{i}` (and `p{i}`).
@@ -261,7 +267,7 @@ impl Facts<'_> {
                         &format!("s{slot}"),
                         float,
                         self.shape.interval.is_some(),
-                        !self.group_tags.is_empty() && !self.by_tags,
+                        self.by_series(),
                     ));
                 }
             }

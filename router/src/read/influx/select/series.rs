@@ -189,19 +189,18 @@ mod tests {
         );
     }
 
+    /// A batch of a zero first column (`first`) and the ids as `ids`.
+    fn ids_batch(first: &str, ids: &str, values: &[u64]) -> RecordBatch {
+        use arrow_array::{ArrayRef, Int64Array, UInt64Array};
+        let z: ArrayRef = std::sync::Arc::new(Int64Array::from(vec![0; values.len()]));
+        let v: ArrayRef = std::sync::Arc::new(UInt64Array::from(values.to_vec()));
+        RecordBatch::try_from_iter([(first, z), (ids, v)]).unwrap()
+    }
+
     #[test]
     fn rows_of_a_series_the_tags_lack_are_found() {
-        use arrow_array::{ArrayRef, Int64Array, UInt64Array};
-        let grouped = |gsids: &[u64]| {
-            let b: ArrayRef = std::sync::Arc::new(Int64Array::from(vec![0; gsids.len()]));
-            let g: ArrayRef = std::sync::Arc::new(UInt64Array::from(gsids.to_vec()));
-            RecordBatch::try_from_iter([("__b", b), ("__gsid", g)]).unwrap()
-        };
-        let raw = |sids: &[u64]| {
-            let t: ArrayRef = std::sync::Arc::new(Int64Array::from(vec![0; sids.len()]));
-            let sid: ArrayRef = std::sync::Arc::new(UInt64Array::from(sids.to_vec()));
-            RecordBatch::try_from_iter([("__t", t), ("__sid", sid)]).unwrap()
-        };
+        let grouped = |gsids: &[u64]| ids_batch("__b", "__gsid", gsids);
+        let raw = |sids: &[u64]| ids_batch("__t", "__sid", sids);
         let tags: SeriesTags = [7, 8].into_iter().map(|s| (s, BTreeMap::new())).collect();
         assert!(all_known(&[vec![grouped(&[7, 7, 8])], vec![]], &tags));
         // 0: partials of no series.
@@ -216,12 +215,7 @@ mod tests {
 
     #[test]
     fn rows_of_one_series_need_no_series_order() {
-        use arrow_array::{ArrayRef, Int64Array, UInt64Array};
-        let batch = |sids: &[u64]| {
-            let t: ArrayRef = std::sync::Arc::new(Int64Array::from(vec![0; sids.len()]));
-            let sid: ArrayRef = std::sync::Arc::new(UInt64Array::from(sids.to_vec()));
-            RecordBatch::try_from_iter([("__t", t), ("__sid", sid)]).unwrap()
-        };
+        let batch = |sids: &[u64]| ids_batch("__t", "__sid", sids);
         assert!(!more_than_one_series(&[
             vec![batch(&[7, 7])],
             vec![batch(&[7])]
