@@ -21,7 +21,9 @@ use super::SeriesTags;
 /// panels are a few dozen).
 const MAX_STATEMENTS: usize = 4_096;
 
-static COLLAPSES: LazyLock<Mutex<HashMap<String, bool>>> =
+/// Per statement: whether its groups collapse, and how many series that
+/// was decided over.
+static COLLAPSES: LazyLock<Mutex<HashMap<String, (bool, usize)>>> =
     LazyLock::new(|| Mutex::new(HashMap::new()));
 
 /// The memory's key: what decides the series and their groups.
@@ -42,19 +44,30 @@ pub(super) fn key(
 /// series were their own groups last time (an unknown statement may
 /// collapse: grouping by tags costs it little if not, and saves much if so).
 pub(super) fn by_tags(key: &str) -> bool {
-    COLLAPSES.lock().get(key).copied().unwrap_or(true)
+    COLLAPSES.lock().get(key).is_none_or(|(c, _)| *c)
 }
 
 /// Remembers whether `series` grouped by `dims` make fewer groups than
 /// series (at most half as many: fewer rows to send and merge than the
 /// join costs).
+///
+/// Counting the groups walks every series; a refresh that finds as many
+/// series as the last asking keeps the last decision rather than walk
+/// them again on every query.
 pub(super) fn learn(key: &str, series: &SeriesTags, dims: &[String]) {
+    if COLLAPSES
+        .lock()
+        .get(key)
+        .is_some_and(|(_, n)| *n == series.len())
+    {
+        return;
+    }
     let collapses = collapses(series, dims);
     let mut m = COLLAPSES.lock();
     if m.len() >= MAX_STATEMENTS && !m.contains_key(key) {
         m.clear();
     }
-    m.insert(key.to_string(), collapses);
+    m.insert(key.to_string(), (collapses, series.len()));
 }
 
 /// Pure: whether the groups of `series` by `dims` are at most half as many
@@ -117,7 +130,15 @@ mod tests {
         assert!(by_tags(&k), "unknown statements group by tags");
         learn(&k, &series(&[("a", ""), ("b", "")]), &["host".to_string()]);
         assert!(!by_tags(&k));
+        // As many series as before: the last decision stands.
         learn(&k, &series(&[("a", ""), ("a", "")]), &["host".to_string()]);
+        assert!(!by_tags(&k));
+        // A series more: decided again.
+        learn(
+            &k,
+            &series(&[("a", ""), ("a", ""), ("a", "")]),
+            &["host".to_string()],
+        );
         assert!(by_tags(&k));
     }
 }
