@@ -185,6 +185,12 @@ mod tests {
             "SELECT t, avg(f0) FROM (SELECT time AS t, v AS f0 FROM cpu FINAL WHERE {SEL}) GROUP BY t ORDER BY t LIMIT 5"
         )));
         assert!(empty(&format!("SELECT min(`__t`), count() FROM ({facts})")));
+        // A pushed-down aggregate naming the facts' columns in a WITH.
+        assert!(empty(&format!(
+            "WITH toUnixTimestamp64Nano(time) AS `__t`, series_id AS `__sid`, `usage` AS `s0` \
+             SELECT toInt64(0) AS `__b`, toUInt64(0) AS `__gsid`, count(`s0`) AS `agg_c0` FROM `cpu` FINAL \
+             WHERE time >= fromUnixTimestamp64Nano(toInt64(10)) AND {SEL} GROUP BY `__b` LIMIT 11"
+        )));
         // A join feeding the read keeps it empty: the WHERE filters after it.
         assert!(empty(&format!(
             "SELECT * FROM cpu ANY LEFT JOIN (SELECT series_id, tags FROM _series WHERE measurement = 'cpu') AS s USING (series_id) WHERE {SEL}"

@@ -56,6 +56,21 @@ impl PolicyStore {
         }
     }
 
+    /// The shard group duration InfluxDB would give the policy stored as
+    /// `storage` (a week without a catalog entry, as for `autogen`).
+    pub fn shard_duration(&self, storage: &str) -> i64 {
+        let database = shardhouse_common::names::storage_database(storage);
+        self.cached(database)
+            .and_then(|p| {
+                p.policies
+                    .iter()
+                    .find(|rp| rp.storage == storage)
+                    .map(|rp| rp.shard_duration_ns)
+            })
+            .filter(|d| *d > 0)
+            .unwrap_or_else(|| super::shard_group_duration(0))
+    }
+
     /// The default policy's name (`autogen` without a catalog entry).
     pub fn default_name(&self, database: &str) -> String {
         self.cached(database)

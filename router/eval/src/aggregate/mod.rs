@@ -21,6 +21,7 @@
 
 mod call;
 mod finish;
+pub mod heads;
 
 use std::collections::BTreeMap;
 

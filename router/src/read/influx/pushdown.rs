@@ -55,7 +55,10 @@ pub fn bucket_sql(interval: Option<Interval>) -> String {
 /// the `(value, time)` tuple's (docs/benchmarks.md, session 27).
 /// `by_series`: each group is one series, which holds one point per time,
 /// so `first`/`last` are the value at the earliest/latest time with no tie
-/// to break (a ninth of the tuple's cost over a day).
+/// to break (a ninth of the tuple's cost over a day). `heads`: `first` and
+/// `last` also name the time of the series' next point (`agg_n{j}`), which
+/// InfluxDB's answer to a tie between series depends on
+/// (`shardhouse_eval::aggregate::heads`).
 pub fn columns(
     j: usize,
     agg: &Aggregate,
@@ -63,6 +66,7 @@ pub fn columns(
     float: bool,
     bucket_times: bool,
     by_series: bool,
+    heads: bool,
 ) -> Vec<String> {
     let t = TIME_COLUMN;
     let has = format!("`{col}` IS NOT NULL");
@@ -92,7 +96,34 @@ pub fn columns(
         }
         _ => {}
     }
+    match agg {
+        Aggregate::First if heads => {
+            out.push(format!("groupArraySortedIf(2)(`{t}`, {has}) AS `agg_n{j}`"))
+        }
+        Aggregate::Last if heads => out.push(format!(
+            "groupArraySortedIf(2)(-`{t}`, {has}) AS `agg_n{j}`"
+        )),
+        _ => {}
+    }
     out
+}
+
+/// The time of the next point of a row's series after the one its
+/// `first`/`last` partial of plan `j` holds (see [`columns`]' `heads`).
+pub fn next_time(b: &RecordBatch, row: usize, j: usize, agg: &Aggregate) -> Option<i64> {
+    let list = col(b, &format!("agg_n{j}"))?.as_list_opt::<i32>()?;
+    if list.is_null(row) {
+        return None;
+    }
+    let times = list.value(row);
+    if times.len() < 2 {
+        return None;
+    }
+    let t = int_at(&times, 1)?;
+    match agg {
+        Aggregate::Last => t.checked_neg(),
+        _ => Some(t),
+    }
 }
 
 /// The series id column of a grouped row (0 when not grouped by series).
@@ -114,10 +145,24 @@ pub enum Grouping<'a> {
     ByTags(&'a str),
 }
 
-/// The statement a shard runs: its fact rows (`inner`, unlimited) grouped
-/// by bucket and as `grouping` says.
+/// A shard's fact rows (unlimited), as `sqlgen::fact_parts` makes them:
+/// the select list and the rest from ` FROM` on.
+#[derive(Debug, Clone, Copy)]
+pub struct FactsSql<'a> {
+    pub columns: &'a str,
+    pub from: &'a str,
+    /// The facts join the series' tags: read them from a subquery.
+    pub joined: bool,
+}
+
+/// The statement a shard runs: its fact rows grouped by bucket and as
+/// `grouping` says. Without the tag join the facts' columns are named in
+/// a `WITH` over the table itself rather than read from a subquery: the
+/// engine then counts a field from its null map alone, not its values
+/// (`count` over three hours, one thread: 28 -> 12 ms per shard,
+/// docs/benchmarks.md, session 28).
 pub fn grouped_sql(
-    inner: &str,
+    facts: FactsSql<'_>,
     interval: Option<Interval>,
     grouping: Grouping<'_>,
     aggs: &[String],
@@ -127,19 +172,36 @@ pub fn grouped_sql(
         Grouping::None => "`__b`".to_string(),
         _ => format!("`__b`, `{GROUP_SERIES}`"),
     };
-    let (sid, from) = match grouping {
-        Grouping::None => ("toUInt64(0)".to_string(), format!("({inner})")),
-        Grouping::BySeries => (format!("`{SERIES_COLUMN}`"), format!("({inner})")),
+    let FactsSql {
+        columns,
+        from,
+        joined,
+    } = facts;
+    let subquery = || format!(" FROM (SELECT {columns}{from})");
+    let (with, sid, from) = match grouping {
+        Grouping::None if joined => ("", "toUInt64(0)".to_string(), subquery()),
+        Grouping::BySeries if joined => ("", format!("`{SERIES_COLUMN}`"), subquery()),
+        Grouping::None => (columns, "toUInt64(0)".to_string(), from.to_string()),
+        Grouping::BySeries => (columns, format!("`{SERIES_COLUMN}`"), from.to_string()),
         // ANY LEFT: each point once, with its series' group; a series the
         // index subquery did not see (written meanwhile) keeps its own id
         // (the router then reads the tags again, see `all_known`).
         Grouping::ByTags(groups) => (
+            "",
             format!("if(`{GROUP_REP}` = 0, `{SERIES_COLUMN}`, `{GROUP_REP}`)"),
-            format!("({inner}) AS `__facts` ANY LEFT JOIN ({groups}) AS `__groups` USING (`{SERIES_COLUMN}`)"),
+            format!(
+                "{} AS `__facts` ANY LEFT JOIN ({groups}) AS `__groups` USING (`{SERIES_COLUMN}`)",
+                subquery()
+            ),
         ),
     };
+    let with = if with.is_empty() {
+        String::new()
+    } else {
+        format!("WITH {with} ")
+    };
     format!(
-        "SELECT {} AS `__b`, {sid} AS `{GROUP_SERIES}`, {} FROM {from} GROUP BY {keys} LIMIT {limit}",
+        "{with}SELECT {} AS `__b`, {sid} AS `{GROUP_SERIES}`, {}{from} GROUP BY {keys} LIMIT {limit}",
         bucket_sql(interval),
         aggs.join(", ")
     )
@@ -249,22 +311,36 @@ mod tests {
             "`__t` - ((((`__t` - (0)) % 60) + 60) % 60)"
         );
         assert_eq!(bucket_sql(None), "toInt64(0)");
+        let facts = FactsSql {
+            columns: "1 AS `a`",
+            from: " FROM `cpu` FINAL",
+            joined: false,
+        };
         let sql = grouped_sql(
-            "SELECT 1",
+            facts,
             Some(iv),
             Grouping::ByTags("SELECT 2"),
-            &columns(0, &Aggregate::Max, "s1", true, false, false),
+            &columns(0, &Aggregate::Max, "s1", true, false, false, false),
             11,
         );
         assert_eq!(
             sql,
             "SELECT `__t` - ((((`__t` - (0)) % 60) + 60) % 60) AS `__b`, if(`__rep` = 0, `__sid`, `__rep`) AS `__gsid`, \
-             count(`s1`) AS `agg_c0`, maxIf((`s1`, -`__t`), `s1` IS NOT NULL) AS `agg_p0` FROM (SELECT 1) AS `__facts` \
+             count(`s1`) AS `agg_c0`, maxIf((`s1`, -`__t`), `s1` IS NOT NULL) AS `agg_p0` FROM (SELECT 1 AS `a` FROM `cpu` FINAL) AS `__facts` \
              ANY LEFT JOIN (SELECT 2) AS `__groups` USING (`__sid`) GROUP BY `__b`, `__gsid` LIMIT 11"
         );
+        // Without the tag join, the facts' columns are a WITH over the table.
         assert_eq!(
-            grouped_sql("SELECT 1", None, Grouping::None, &["count() AS `__n`".into()], 3),
-            "SELECT toInt64(0) AS `__b`, toUInt64(0) AS `__gsid`, count() AS `__n` FROM (SELECT 1) GROUP BY `__b` LIMIT 3"
+            grouped_sql(facts, None, Grouping::None, &["count() AS `__n`".into()], 3),
+            "WITH 1 AS `a` SELECT toInt64(0) AS `__b`, toUInt64(0) AS `__gsid`, count() AS `__n` FROM `cpu` FINAL GROUP BY `__b` LIMIT 3"
+        );
+        let joined = FactsSql {
+            joined: true,
+            ..facts
+        };
+        assert_eq!(
+            grouped_sql(joined, None, Grouping::BySeries, &["count() AS `__n`".into()], 3),
+            "SELECT toInt64(0) AS `__b`, `__sid` AS `__gsid`, count() AS `__n` FROM (SELECT 1 AS `a` FROM `cpu` FINAL) GROUP BY `__b`, `__gsid` LIMIT 3"
         );
     }
 
@@ -313,5 +389,23 @@ mod tests {
         assert!(pushable(&Aggregate::Mean, Some("float")));
         assert!(!pushable(&Aggregate::Median, Some("float")));
         assert!(!pushable(&Aggregate::Max, Some("string")));
+    }
+
+    #[test]
+    fn heads_name_the_next_point_of_each_series() {
+        let cols = columns(0, &Aggregate::Last, "s1", true, false, true, true);
+        assert_eq!(
+            cols.last().unwrap(),
+            "groupArraySortedIf(2)(-`__t`, `s1` IS NOT NULL) AS `agg_n0`"
+        );
+        let lists =
+            arrow_array::ListArray::from_iter_primitive::<arrow_array::types::Int64Type, _, _>(
+                vec![Some(vec![Some(-30), Some(-20)]), Some(vec![Some(-30)])],
+            );
+        let schema = Schema::new(vec![Field::new("agg_n0", lists.data_type().clone(), true)]);
+        let b = RecordBatch::try_new(Arc::new(schema), vec![Arc::new(lists)]).unwrap();
+        // The two latest times, negated: the next after 30 is 20.
+        assert_eq!(next_time(&b, 0, 0, &Aggregate::Last), Some(20));
+        assert_eq!(next_time(&b, 1, 0, &Aggregate::Last), None);
     }
 }

@@ -235,6 +235,7 @@ async fn one_measurement(
     // a field (pushdown.rs); otherwise they send their points.
     let pushed = windowing.zone.is_none() && pushable(&planned, &schema);
     let grouping_key = grouping::key(database, measurement, shape.tag_sql.as_deref(), &dims);
+    let heads = shape.interval.is_none() && has_first_or_last(&planned);
     let facts = facts::Facts {
         measurement,
         schema: &schema,
@@ -244,6 +245,7 @@ async fn one_measurement(
         pushed,
         group_tags: &dims,
         by_tags: pushed && grouping::by_tags(&grouping_key),
+        heads,
         max_points: ctx.max_points,
         exclude: None,
     };
@@ -267,11 +269,15 @@ async fn one_measurement(
     if let (true, false, Some(tags)) = (pushed, dims.is_empty(), &series) {
         grouping::learn(&grouping_key, tags, &dims);
     }
-    if need == SeriesNeed::ToOrderRows && more_than_one_series(&shards) {
+    // Raw rows at one time, and ties of first/last between series, are
+    // ordered by series key.
+    let orders = need == SeriesNeed::ToOrderRows || heads;
+    if orders && series.is_none() && more_than_one_series(&shards, pushed) {
         series = Some(series_tags(ctx, &shape, &schema, database, measurement).await?);
     }
     let rows = merge::Rows::new(measurement, series.as_ref(), &planned.slots, &dims);
-    let gathered = merge::gather(&rows, &planned, &shards, &windowing, pushed)?;
+    let shard_duration = heads.then(|| ctx.router.policies.shard_duration(database));
+    let gathered = merge::gather(&rows, &planned, &shards, &windowing, pushed, shard_duration)?;
     let out = finish(
         stmt,
         &planned.fields,
@@ -487,6 +493,20 @@ fn read_range(range: TimeRange, lookback: i64, ascending: bool) -> TimeRange {
 
 /// Whether every field is an aggregate of a field that chDB can compute
 /// as partials (pushdown.rs).
+/// Whether a field is `first()` or `last()` (answered from the series'
+/// heads without `GROUP BY time()`).
+fn has_first_or_last(planned: &Planned) -> bool {
+    planned.plans.iter().any(|p| {
+        matches!(
+            p,
+            Plan::Aggregate {
+                agg: shardhouse_eval::Aggregate::First | shardhouse_eval::Aggregate::Last,
+                ..
+            }
+        )
+    })
+}
+
 fn pushable(planned: &Planned, schema: &Schema) -> bool {
     planned.plans.iter().all(|p| match p {
         Plan::Aggregate {

@@ -77,16 +77,24 @@ impl FactQuery<'_> {
 
 /// The fact rows of one measurement on one shard.
 pub fn fact_sql(q: &FactQuery<'_>) -> String {
-    let mut sql = format!(
-        "SELECT toUnixTimestamp64Nano(time) AS {}, series_id AS {}",
+    let (columns, from) = fact_parts(q);
+    format!("SELECT {columns}{from}")
+}
+
+/// [`fact_sql`] in two parts: the select list, and the rest from ` FROM`
+/// on (a pushed-down aggregate names the columns in a `WITH` instead of
+/// reading them from a subquery, see `pushdown::FactsSql`).
+pub fn fact_parts(q: &FactQuery<'_>) -> (String, String) {
+    let mut columns = format!(
+        "toUnixTimestamp64Nano(time) AS {}, series_id AS {}",
         sql_ident(TIME_COLUMN),
         sql_ident(SERIES_COLUMN)
     );
     for c in &q.columns {
-        sql.push_str(", ");
-        sql.push_str(c);
+        columns.push_str(", ");
+        columns.push_str(c);
     }
-    sql.push_str(&format!(" FROM {} FINAL", sql_ident(q.table())));
+    let mut sql = format!(" FROM {} FINAL", sql_ident(q.table()));
     if q.join_series_tags {
         // ANY: one tag map per series, however many index rows it has.
         sql.push_str(&format!(
@@ -112,7 +120,7 @@ pub fn fact_sql(q: &FactQuery<'_>) -> String {
     if let Some(n) = q.limit {
         sql.push_str(&format!(" LIMIT {n}"));
     }
-    sql
+    (columns, sql)
 }
 
 /// The tag index rows of `measurement` a tag condition selects: series id

@@ -39,6 +39,10 @@ pub(super) struct Facts<'a> {
     /// Pushed partials are grouped by those tags at the shards, not by
     /// series (grouping.rs).
     pub by_tags: bool,
+    /// `first`/`last` without `GROUP BY time()`: the shards send each
+    /// series' head (its first point and the time of its next), grouped by
+    /// series, for InfluxDB's answer to ties between series (merge.rs).
+    pub heads: bool,
     /// The router's `query_max_points`.
     pub max_points: usize,
     /// Buckets `[lo, hi)` not to read: the cache holds them (cache.rs).
@@ -191,7 +195,7 @@ impl Facts<'_> {
             (None, Some(span)) => Some(excluded_sql(span)),
             (Some(c), Some(span)) => Some(format!("({c}) AND {}", excluded_sql(span))),
         };
-        let inner = sqlgen::fact_sql(&FactQuery {
+        let query = FactQuery {
             measurement: self.measurement,
             samples: self.schema.samples,
             columns,
@@ -200,11 +204,17 @@ impl Facts<'_> {
             field_condition: field_sql,
             limit: (!self.pushed).then_some(self.max_points as u64 + 1),
             join_series_tags: self.shape.join_series_tags,
-        });
+        };
         if !self.pushed {
-            return Ok(inner);
+            return Ok(sqlgen::fact_sql(&query));
         }
-        let groups = (self.by_tags && !self.group_tags.is_empty()).then(|| {
+        let (columns, from) = sqlgen::fact_parts(&query);
+        let facts = pushdown::FactsSql {
+            columns: &columns,
+            from: &from,
+            joined: query.join_series_tags,
+        };
+        let groups = (self.by_tags && !self.heads && !self.group_tags.is_empty()).then(|| {
             sqlgen::series_groups_sql(
                 self.measurement,
                 self.shape.tag_sql.as_deref(),
@@ -217,7 +227,7 @@ impl Facts<'_> {
             None => pushdown::Grouping::None,
         };
         Ok(pushdown::grouped_sql(
-            &inner,
+            facts,
             self.shape.interval,
             grouping,
             &self.pushed_columns(has),
@@ -226,9 +236,9 @@ impl Facts<'_> {
     }
 
     /// Whether the shards group pushed partials by series (grouped by
-    /// tags, but not at the shards).
+    /// tags, but not at the shards; or for the series' heads).
     fn by_series(&self) -> bool {
-        !self.group_tags.is_empty() && !self.by_tags
+        self.heads || (!self.group_tags.is_empty() && !self.by_tags)
     }
 
     /// The value slots the shard computes, `s{i}` (and `p{i}`).
@@ -268,6 +278,7 @@ impl Facts<'_> {
                         float,
                         self.shape.interval.is_some(),
                         self.by_series(),
+                        self.heads,
                     ));
                 }
             }

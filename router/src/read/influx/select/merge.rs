@@ -6,6 +6,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use arrow_array::RecordBatch;
+use shardhouse_eval::aggregate::heads::{self, Head};
+use shardhouse_eval::aggregate::Rule;
 use shardhouse_eval::partials::{group_key, merge_groups, Groups};
 use shardhouse_eval::{
     Aggregate, Emitted, Gathered, Partial, Point, SeriesKey, Transform, Value, Windowing,
@@ -110,6 +112,15 @@ impl<'a> Rows<'a> {
         }
     }
 
+    /// The name a slot's column has (a tag's key, a field's name).
+    fn slot_name(&self, slot: usize) -> String {
+        match &self.slots[slot] {
+            Slot::Tag(k) => k.clone(),
+            Slot::Sql(shardhouse_influxql::Expr::VarRef(v)) => v.name.clone(),
+            Slot::Sql(e) => e.to_string(),
+        }
+    }
+
     /// Whether the row has a value in one of the field slots.
     fn has_field(&self, b: &RecordBatch, cols: &Columns, row: usize) -> bool {
         self.slots.iter().enumerate().any(|(i, s)| {
@@ -173,12 +184,15 @@ impl<'r, 'a, T: Default> GroupIndex<'r, 'a, T> {
 }
 
 /// Each plan's values from the shards' answers, in plan order.
+/// `heads`: the shard group duration when `first`/`last` are answered
+/// from the series' heads (no `GROUP BY time()`, see [`head_groups`]).
 pub(super) fn gather(
     rows: &Rows<'_>,
     planned: &Planned,
     shards: &[Vec<RecordBatch>],
     windowing: &Windowing,
     pushed: bool,
+    heads: Option<i64>,
 ) -> Result<Vec<Gathered>> {
     let mut gathered = Vec::with_capacity(planned.plans.len());
     for (j, plan) in planned.plans.iter().enumerate() {
@@ -189,7 +203,21 @@ pub(super) fn gather(
                 transform,
                 aux_slots,
             } => {
-                let groups = if pushed {
+                let rule = match agg {
+                    Aggregate::First => Some(Rule::First),
+                    Aggregate::Last => Some(Rule::Last),
+                    _ => None,
+                };
+                let groups = if let (Some(rule), Some(duration)) = (rule, heads) {
+                    let source = match pushed {
+                        true => HeadSource::Pushed(j),
+                        false => HeadSource::Points {
+                            slot: *slot,
+                            aux_slots,
+                        },
+                    };
+                    head_groups(rows, rule, source, shards, windowing, duration)?
+                } else if pushed {
                     pushed_groups(rows, agg, j, shards, windowing)?
                 } else {
                     point_groups(rows, agg, *slot, aux_slots, shards, windowing)?
@@ -239,6 +267,117 @@ fn pushed_groups(
         }
     }
     Ok(merged)
+}
+
+/// Where a series' head comes from: plan `j`'s pushed partials, or the
+/// points of a value slot (with the extra columns beside the selector).
+enum HeadSource<'s> {
+    Pushed(usize),
+    Points { slot: usize, aux_slots: &'s [usize] },
+}
+
+/// `first`/`last` without `GROUP BY time()`, per group: the point
+/// InfluxDB 1.8 answers from each series' head (the first point in the
+/// call's order and its next, `shardhouse_eval::aggregate::heads`), which
+/// differs from the plain tie rule when series tie at the extreme time.
+/// A series lives on one shard, so its head is that shard's.
+fn head_groups(
+    rows: &Rows<'_>,
+    rule: Rule,
+    source: HeadSource<'_>,
+    shards: &[Vec<RecordBatch>],
+    windowing: &Windowing,
+    shard_duration: i64,
+) -> Result<Groups> {
+    let mut by_sid: HashMap<u64, (Point, Option<Point>)> = HashMap::new();
+    for b in shards.iter().flatten() {
+        let cols = rows.columns(b);
+        for row in 0..b.num_rows() {
+            match source {
+                HeadSource::Pushed(j) => {
+                    let agg = match rule {
+                        Rule::First => Aggregate::First,
+                        _ => Aggregate::Last,
+                    };
+                    let (Some((_, sid)), Some(Partial::Selected(_, Some(p)))) =
+                        (pushdown::keys(b, row), pushdown::partial(b, row, j, &agg))
+                    else {
+                        continue;
+                    };
+                    let next =
+                        pushdown::next_time(b, row, j, &agg).map(|t| Point::new(t, Value::Null));
+                    by_sid.insert(sid, (p, next));
+                }
+                HeadSource::Points { slot, aux_slots } => {
+                    let (Some(t), Some(sid)) = (int_at(b.column(0), row), u64_at(b.column(1), row))
+                    else {
+                        continue;
+                    };
+                    let value = rows.slot_value(b, &cols, row, slot, sid);
+                    if !windowing.range.contains(t) || value.is_null() {
+                        continue;
+                    }
+                    let aux = aux_slots
+                        .iter()
+                        .map(|s| rows.slot_value(b, &cols, row, *s, sid))
+                        .collect();
+                    advance_head(rule, by_sid.entry(sid), Point::with_aux(t, value, aux));
+                }
+            }
+        }
+    }
+    let mut grouped: HashMap<SeriesKey, Vec<Head>> = HashMap::new();
+    for (sid, (point, next)) in by_sid {
+        grouped.entry(rows.group(sid)).or_default().push(Head {
+            rank: rows.rank_of(sid),
+            point,
+            next,
+        });
+    }
+    // InfluxDB compares the extra columns sorted by name.
+    let mut aux_order: Vec<usize> = match source {
+        HeadSource::Points { aux_slots, .. } => (0..aux_slots.len()).collect(),
+        HeadSource::Pushed(_) => Vec::new(),
+    };
+    if let HeadSource::Points { aux_slots, .. } = source {
+        aux_order.sort_by_key(|&i| rows.slot_name(aux_slots[i]));
+    }
+    let bucket = windowing.bucket_start(0);
+    let mut merged = Groups::new();
+    for (key, heads) in grouped {
+        let point = heads::selected(rule, heads, shard_duration, &aux_order);
+        merged
+            .entry(key)
+            .or_default()
+            .insert(bucket, Partial::Selected(rule, point));
+    }
+    Ok(merged)
+}
+
+/// A series' head and next point after point `p` of it (one point per
+/// series and time): `first` keeps the two earliest, `last` the two latest.
+fn advance_head(
+    rule: Rule,
+    entry: std::collections::hash_map::Entry<'_, u64, (Point, Option<Point>)>,
+    p: Point,
+) {
+    let before = |a: &Point, b: &Point| match rule {
+        Rule::Last => a.time > b.time,
+        _ => a.time < b.time,
+    };
+    match entry {
+        std::collections::hash_map::Entry::Vacant(v) => {
+            v.insert((p, None));
+        }
+        std::collections::hash_map::Entry::Occupied(mut o) => {
+            let (head, next) = o.get_mut();
+            if before(&p, head) {
+                *next = Some(std::mem::replace(head, p));
+            } else if next.as_ref().is_none_or(|n| before(&p, n)) {
+                *next = Some(p);
+            }
+        }
+    }
 }
 
 /// The aggregate's partials over the shards' points, per group and

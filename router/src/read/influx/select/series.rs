@@ -55,13 +55,17 @@ pub(super) fn series_need(stmt: &SelectStatement, shape: &Shape, schema: &Schema
     }
 }
 
-/// Whether the shards' rows (series id in column 1) come from more than
-/// one series.
-pub(super) fn more_than_one_series(shards: &[Vec<RecordBatch>]) -> bool {
+/// Whether the shards' rows (series id in column 1, or `__gsid` of
+/// `pushed` partials) come from more than one series.
+pub(super) fn more_than_one_series(shards: &[Vec<RecordBatch>], pushed: bool) -> bool {
     let mut first = None;
     for b in shards.iter().flatten().filter(|b| b.num_columns() > 1) {
         for row in 0..b.num_rows() {
-            let Some(sid) = fetch::u64_at(b.column(1), row) else {
+            let sid = match pushed {
+                true => super::super::pushdown::keys(b, row).map(|(_, sid)| sid),
+                false => fetch::u64_at(b.column(1), row),
+            };
+            let Some(sid) = sid else {
                 continue;
             };
             match first {
@@ -216,15 +220,15 @@ mod tests {
     #[test]
     fn rows_of_one_series_need_no_series_order() {
         let batch = |sids: &[u64]| ids_batch("__t", "__sid", sids);
-        assert!(!more_than_one_series(&[
-            vec![batch(&[7, 7])],
-            vec![batch(&[7])]
-        ]));
-        assert!(!more_than_one_series(&[vec![], vec![batch(&[])]]));
-        assert!(more_than_one_series(&[
-            vec![batch(&[7])],
-            vec![batch(&[8])]
-        ]));
-        assert!(more_than_one_series(&[vec![batch(&[7, 9])]]));
+        assert!(!more_than_one_series(
+            &[vec![batch(&[7, 7])], vec![batch(&[7])]],
+            false
+        ));
+        assert!(!more_than_one_series(&[vec![], vec![batch(&[])]], false));
+        assert!(more_than_one_series(
+            &[vec![batch(&[7])], vec![batch(&[8])]],
+            false
+        ));
+        assert!(more_than_one_series(&[vec![batch(&[7, 9])]], false));
     }
 }
