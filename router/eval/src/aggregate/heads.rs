@@ -8,10 +8,11 @@
 //! iterator meant to pass one point lets two through (`n - offset >
 //! limit` stops only at the third). Those two are then reduced by the tie
 //! rule. Which two depends on the heap's layout, so this module replays
-//! the heap: the series that have points in the shard group holding the
-//! group's extreme point, in key order, each with its first point and the
-//! time of its next. Everything here is deterministic and needs no more
-//! than those heads, which the shards compute per series.
+//! the heap over the series that have points in the shard group holding
+//! the group's extreme point, in key order, each with its first point.
+//! The series' later points do not matter: the one the first pop pushes
+//! back is later than the tied points, so it never becomes the root the
+//! second pop takes.
 
 use std::cmp::Ordering;
 
@@ -19,14 +20,12 @@ use super::Rule;
 use crate::value::{Point, Value};
 
 /// One series' head within the range: its first point in the call's
-/// order (the earliest for `first`, the latest for `last`) and its next
-/// one, if any (only its time and extra columns matter).
+/// order (the earliest for `first`, the latest for `last`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Head {
     /// The series' position in series key order.
     pub rank: u64,
     pub point: Point,
-    pub next: Option<Point>,
 }
 
 /// The nanosecond at which InfluxDB's shard group of `t` starts, for a
@@ -73,26 +72,14 @@ pub fn selected(
         items.reverse();
     }
     let mut heap = Heap {
-        items: items
-            .into_iter()
-            .map(|h| Item {
-                point: h.point,
-                next: h.next.filter(|p| same_group(p)),
-            })
-            .collect(),
+        items: items.into_iter().map(|h| h.point).collect(),
         descending,
         aux_order,
     };
     heap.init();
     let first = heap.pop()?;
-    if let Some(next) = first.next {
-        heap.push(Item {
-            point: next,
-            next: None,
-        });
-    }
-    let second = heap.pop().map(|i| i.point);
-    best_of(rule, std::iter::once(first.point).chain(second))
+    let second = heap.pop();
+    best_of(rule, std::iter::once(first).chain(second))
 }
 
 /// The point `rule` keeps of `points`, fed in order as InfluxDB's reduce
@@ -101,25 +88,18 @@ fn best_of(rule: Rule, points: impl Iterator<Item = Point>) -> Option<Point> {
     points.reduce(|held, p| if rule.prefers(&p, &held) { p } else { held })
 }
 
-struct Item {
-    point: Point,
-    /// The series' next point, pushed back when this one pops (a pushed
-    /// item's own next is never needed: only two pops happen).
-    next: Option<Point>,
-}
-
 /// Go's `container/heap` over the sorted merge iterator's items, with its
 /// `Less`: by time (reversed when descending), then by the extra columns
 /// when all are strings; otherwise equal.
 struct Heap<'o> {
-    items: Vec<Item>,
+    items: Vec<Point>,
     descending: bool,
     aux_order: &'o [usize],
 }
 
 impl Heap<'_> {
     fn less(&self, i: usize, j: usize) -> bool {
-        let (x, y) = (&self.items[i].point, &self.items[j].point);
+        let (x, y) = (&self.items[i], &self.items[j]);
         let want = if self.descending {
             Ordering::Greater
         } else {
@@ -167,23 +147,7 @@ impl Heap<'_> {
         }
     }
 
-    fn up(&mut self, mut j: usize) {
-        while j > 0 {
-            let i = (j - 1) / 2;
-            if !self.less(j, i) {
-                break;
-            }
-            self.items.swap(i, j);
-            j = i;
-        }
-    }
-
-    fn push(&mut self, item: Item) {
-        self.items.push(item);
-        self.up(self.items.len() - 1);
-    }
-
-    fn pop(&mut self) -> Option<Item> {
+    fn pop(&mut self) -> Option<Point> {
         let n = self.items.len().checked_sub(1)?;
         self.items.swap(0, n);
         self.down(0, n);
@@ -197,11 +161,10 @@ mod tests {
 
     const WEEK: i64 = 7 * 24 * 3_600_000_000_000;
 
-    fn head(rank: u64, time: i64, value: f64, next: Option<i64>) -> Head {
+    fn head(rank: u64, time: i64, value: f64) -> Head {
         Head {
             rank,
             point: Point::new(time, Value::Float(value)),
-            next: next.map(|t| Point::new(t, Value::Float(0.0))),
         }
     }
 
@@ -215,9 +178,7 @@ mod tests {
     /// Five series a..e (ranks 0..4), one point each at the same time,
     /// values as given: the answers a real influxd 1.8.10 gave.
     fn five_at_one_time(values: [f64; 5]) -> Vec<Head> {
-        (0..5)
-            .map(|i| head(i, 200, values[i as usize], None))
-            .collect()
+        (0..5).map(|i| head(i, 200, values[i as usize])).collect()
     }
 
     #[test]
@@ -240,28 +201,28 @@ mod tests {
     }
 
     #[test]
-    fn the_pushed_back_next_point_moves_the_second_pop() {
-        // influxd: a@100=1 b@100=5 c@100=3 (a, b, c also at 200), d@200=7:
-        // first() is 5 (b), last() is 7 (d).
+    fn series_of_several_points_as_influxd_answers_them() {
+        // influxd: a@100=1 b@100=5 c@100=3 (a, b, c also at 200: a=2, b=9,
+        // c=4), d@200=7: first() is 5 (b), last() is 7 (d).
         let firsts = vec![
-            head(0, 100, 1.0, Some(200)),
-            head(1, 100, 5.0, Some(200)),
-            head(2, 100, 3.0, Some(200)),
-            head(3, 200, 7.0, None),
+            head(0, 100, 1.0),
+            head(1, 100, 5.0),
+            head(2, 100, 3.0),
+            head(3, 200, 7.0),
         ];
         assert_eq!(value(Rule::First, firsts), 5.0);
         let lasts = vec![
-            head(0, 200, 2.0, Some(100)),
-            head(1, 200, 9.0, Some(100)),
-            head(2, 200, 4.0, Some(100)),
-            head(3, 200, 7.0, None),
+            head(0, 200, 2.0),
+            head(1, 200, 9.0),
+            head(2, 200, 4.0),
+            head(3, 200, 7.0),
         ];
         assert_eq!(value(Rule::Last, lasts), 7.0);
     }
 
     #[test]
     fn one_series_at_the_extreme_wins_alone() {
-        let heads = vec![head(0, 100, 1.0, None), head(1, 50, 0.5, None)];
+        let heads = vec![head(0, 100, 1.0), head(1, 50, 0.5)];
         assert_eq!(value(Rule::First, heads.clone()), 0.5);
         assert_eq!(value(Rule::Last, heads), 1.0);
     }
@@ -271,9 +232,9 @@ mod tests {
         // a and e tie at 200; c's first point is a week later, so c is not
         // among the items, and the heap of [a, e] pops a then e.
         let heads = vec![
-            head(0, 200, 1.0, None),
-            head(2, 200 + WEEK, 9.0, None),
-            head(4, 200, 3.0, None),
+            head(0, 200, 1.0),
+            head(2, 200 + WEEK, 9.0),
+            head(4, 200, 3.0),
         ];
         assert_eq!(value(Rule::First, heads), 3.0);
     }
@@ -294,7 +255,6 @@ mod tests {
         let with_host = |rank, host: &str, v| Head {
             rank,
             point: Point::with_aux(200, Value::Float(v), vec![Value::String(host.into())]),
-            next: None,
         };
         let heads = vec![
             with_host(0, "c", 5.0),
@@ -316,7 +276,6 @@ mod tests {
                 Value::Float(v),
                 vec![Value::String(region.into()), Value::String(host.into())],
             ),
-            next: None,
         };
         let heads = || {
             vec![

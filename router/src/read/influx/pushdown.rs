@@ -55,10 +55,7 @@ pub fn bucket_sql(interval: Option<Interval>) -> String {
 /// the `(value, time)` tuple's (docs/benchmarks.md, session 27).
 /// `by_series`: each group is one series, which holds one point per time,
 /// so `first`/`last` are the value at the earliest/latest time with no tie
-/// to break (a ninth of the tuple's cost over a day). `heads`: `first` and
-/// `last` also name the time of the series' next point (`agg_n{j}`), which
-/// InfluxDB's answer to a tie between series depends on
-/// (`shardhouse_eval::aggregate::heads`).
+/// to break (a ninth of the tuple's cost over a day).
 pub fn columns(
     j: usize,
     agg: &Aggregate,
@@ -66,7 +63,6 @@ pub fn columns(
     float: bool,
     bucket_times: bool,
     by_series: bool,
-    heads: bool,
 ) -> Vec<String> {
     let t = TIME_COLUMN;
     let has = format!("`{col}` IS NOT NULL");
@@ -96,34 +92,7 @@ pub fn columns(
         }
         _ => {}
     }
-    match agg {
-        Aggregate::First if heads => {
-            out.push(format!("groupArraySortedIf(2)(`{t}`, {has}) AS `agg_n{j}`"))
-        }
-        Aggregate::Last if heads => out.push(format!(
-            "groupArraySortedIf(2)(-`{t}`, {has}) AS `agg_n{j}`"
-        )),
-        _ => {}
-    }
     out
-}
-
-/// The time of the next point of a row's series after the one its
-/// `first`/`last` partial of plan `j` holds (see [`columns`]' `heads`).
-pub fn next_time(b: &RecordBatch, row: usize, j: usize, agg: &Aggregate) -> Option<i64> {
-    let list = col(b, &format!("agg_n{j}"))?.as_list_opt::<i32>()?;
-    if list.is_null(row) {
-        return None;
-    }
-    let times = list.value(row);
-    if times.len() < 2 {
-        return None;
-    }
-    let t = int_at(&times, 1)?;
-    match agg {
-        Aggregate::Last => t.checked_neg(),
-        _ => Some(t),
-    }
 }
 
 /// The series id column of a grouped row (0 when not grouped by series).
@@ -320,7 +289,7 @@ mod tests {
             facts,
             Some(iv),
             Grouping::ByTags("SELECT 2"),
-            &columns(0, &Aggregate::Max, "s1", true, false, false, false),
+            &columns(0, &Aggregate::Max, "s1", true, false, false),
             11,
         );
         assert_eq!(
@@ -389,23 +358,5 @@ mod tests {
         assert!(pushable(&Aggregate::Mean, Some("float")));
         assert!(!pushable(&Aggregate::Median, Some("float")));
         assert!(!pushable(&Aggregate::Max, Some("string")));
-    }
-
-    #[test]
-    fn heads_name_the_next_point_of_each_series() {
-        let cols = columns(0, &Aggregate::Last, "s1", true, false, true, true);
-        assert_eq!(
-            cols.last().unwrap(),
-            "groupArraySortedIf(2)(-`__t`, `s1` IS NOT NULL) AS `agg_n0`"
-        );
-        let lists =
-            arrow_array::ListArray::from_iter_primitive::<arrow_array::types::Int64Type, _, _>(
-                vec![Some(vec![Some(-30), Some(-20)]), Some(vec![Some(-30)])],
-            );
-        let schema = Schema::new(vec![Field::new("agg_n0", lists.data_type().clone(), true)]);
-        let b = RecordBatch::try_new(Arc::new(schema), vec![Arc::new(lists)]).unwrap();
-        // The two latest times, negated: the next after 30 is 20.
-        assert_eq!(next_time(&b, 0, 0, &Aggregate::Last), Some(20));
-        assert_eq!(next_time(&b, 1, 0, &Aggregate::Last), None);
     }
 }

@@ -39,9 +39,9 @@ pub(super) struct Facts<'a> {
     /// Pushed partials are grouped by those tags at the shards, not by
     /// series (grouping.rs).
     pub by_tags: bool,
-    /// `first`/`last` without `GROUP BY time()`: the shards send each
-    /// series' head (its first point and the time of its next), grouped by
-    /// series, for InfluxDB's answer to ties between series (merge.rs).
+    /// `first`/`last` without `GROUP BY time()`: the shards group by
+    /// series, so that the router sees each series' head (its first point)
+    /// for InfluxDB's answer to ties between series (merge.rs).
     pub heads: bool,
     /// The router's `query_max_points`.
     pub max_points: usize,
@@ -278,7 +278,6 @@ impl Facts<'_> {
                         float,
                         self.shape.interval.is_some(),
                         self.by_series(),
-                        self.heads,
                     ));
                 }
             }

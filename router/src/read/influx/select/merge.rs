@@ -277,10 +277,10 @@ enum HeadSource<'s> {
 }
 
 /// `first`/`last` without `GROUP BY time()`, per group: the point
-/// InfluxDB 1.8 answers from each series' head (the first point in the
-/// call's order and its next, `shardhouse_eval::aggregate::heads`), which
-/// differs from the plain tie rule when series tie at the extreme time.
-/// A series lives on one shard, so its head is that shard's.
+/// InfluxDB 1.8 answers from each series' head (its first point in the
+/// call's order, `shardhouse_eval::aggregate::heads`), which differs from
+/// the plain tie rule when series tie at the extreme time. A series lives
+/// on one shard, so its head is that shard's.
 fn head_groups(
     rows: &Rows<'_>,
     rule: Rule,
@@ -289,7 +289,11 @@ fn head_groups(
     windowing: &Windowing,
     shard_duration: i64,
 ) -> Result<Groups> {
-    let mut by_sid: HashMap<u64, (Point, Option<Point>)> = HashMap::new();
+    let mut by_sid: HashMap<u64, Point> = HashMap::new();
+    let before = |a: &Point, b: &Point| match rule {
+        Rule::Last => a.time > b.time,
+        _ => a.time < b.time,
+    };
     for b in shards.iter().flatten() {
         let cols = rows.columns(b);
         for row in 0..b.num_rows() {
@@ -304,9 +308,7 @@ fn head_groups(
                     else {
                         continue;
                     };
-                    let next =
-                        pushdown::next_time(b, row, j, &agg).map(|t| Point::new(t, Value::Null));
-                    by_sid.insert(sid, (p, next));
+                    by_sid.insert(sid, p);
                 }
                 HeadSource::Points { slot, aux_slots } => {
                     let (Some(t), Some(sid)) = (int_at(b.column(0), row), u64_at(b.column(1), row))
@@ -321,17 +323,23 @@ fn head_groups(
                         .iter()
                         .map(|s| rows.slot_value(b, &cols, row, *s, sid))
                         .collect();
-                    advance_head(rule, by_sid.entry(sid), Point::with_aux(t, value, aux));
+                    let p = Point::with_aux(t, value, aux);
+                    match by_sid.get_mut(&sid) {
+                        Some(head) if !before(&p, head) => {}
+                        Some(head) => *head = p,
+                        None => {
+                            by_sid.insert(sid, p);
+                        }
+                    }
                 }
             }
         }
     }
     let mut grouped: HashMap<SeriesKey, Vec<Head>> = HashMap::new();
-    for (sid, (point, next)) in by_sid {
+    for (sid, point) in by_sid {
         grouped.entry(rows.group(sid)).or_default().push(Head {
             rank: rows.rank_of(sid),
             point,
-            next,
         });
     }
     // InfluxDB compares the extra columns sorted by name.
@@ -352,32 +360,6 @@ fn head_groups(
             .insert(bucket, Partial::Selected(rule, point));
     }
     Ok(merged)
-}
-
-/// A series' head and next point after point `p` of it (one point per
-/// series and time): `first` keeps the two earliest, `last` the two latest.
-fn advance_head(
-    rule: Rule,
-    entry: std::collections::hash_map::Entry<'_, u64, (Point, Option<Point>)>,
-    p: Point,
-) {
-    let before = |a: &Point, b: &Point| match rule {
-        Rule::Last => a.time > b.time,
-        _ => a.time < b.time,
-    };
-    match entry {
-        std::collections::hash_map::Entry::Vacant(v) => {
-            v.insert((p, None));
-        }
-        std::collections::hash_map::Entry::Occupied(mut o) => {
-            let (head, next) = o.get_mut();
-            if before(&p, head) {
-                *next = Some(std::mem::replace(head, p));
-            } else if next.as_ref().is_none_or(|n| before(&p, n)) {
-                *next = Some(p);
-            }
-        }
-    }
 }
 
 /// The aggregate's partials over the shards' points, per group and
