@@ -210,7 +210,7 @@ pub(super) fn gather(
                 };
                 let groups = if let (Some(rule), Some(duration)) = (rule, heads) {
                     let source = match pushed {
-                        true => HeadSource::Pushed(j),
+                        true => HeadSource::Pushed { plan: j, agg },
                         false => HeadSource::Points {
                             slot: *slot,
                             aux_slots,
@@ -269,10 +269,11 @@ fn pushed_groups(
     Ok(merged)
 }
 
-/// Where a series' head comes from: plan `j`'s pushed partials, or the
+/// Where a series' head comes from: a plan's pushed partials, or the
 /// points of a value slot (with the extra columns beside the selector).
+#[derive(Clone, Copy)]
 enum HeadSource<'s> {
-    Pushed(usize),
+    Pushed { plan: usize, agg: &'s Aggregate },
     Points { slot: usize, aux_slots: &'s [usize] },
 }
 
@@ -298,13 +299,9 @@ fn head_groups(
         let cols = rows.columns(b);
         for row in 0..b.num_rows() {
             match source {
-                HeadSource::Pushed(j) => {
-                    let agg = match rule {
-                        Rule::First => Aggregate::First,
-                        _ => Aggregate::Last,
-                    };
+                HeadSource::Pushed { plan, agg } => {
                     let (Some((_, sid)), Some(Partial::Selected(_, Some(p)))) =
-                        (pushdown::keys(b, row), pushdown::partial(b, row, j, &agg))
+                        (pushdown::keys(b, row), pushdown::partial(b, row, plan, agg))
                     else {
                         continue;
                     };
@@ -345,7 +342,7 @@ fn head_groups(
     // InfluxDB compares the extra columns sorted by name.
     let mut aux_order: Vec<usize> = match source {
         HeadSource::Points { aux_slots, .. } => (0..aux_slots.len()).collect(),
-        HeadSource::Pushed(_) => Vec::new(),
+        HeadSource::Pushed { .. } => Vec::new(),
     };
     if let HeadSource::Points { aux_slots, .. } = source {
         aux_order.sort_by_key(|&i| rows.slot_name(aux_slots[i]));
