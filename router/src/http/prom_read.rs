@@ -142,27 +142,49 @@ pub(crate) async fn read_prom(
         let compressed = read_raw_body(&headers, body, limit).await?;
         let req = decode_request(&compressed, limit)?;
         let kind = response_type(&req)?;
+        let rp = params.get("rp").filter(|r| !r.is_empty()).cloned();
         let queries = req
             .queries
             .iter()
             .enumerate()
             .map(|(i, q)| Ok((matchers_of(i, q)?, q.start_timestamp_ms, q.end_timestamp_ms)))
             .collect::<Result<Vec<_>, Error>>()?;
-        Ok::<_, Error>((db, queries, kind))
+        Ok::<_, Error>((db, rp, queries, kind))
     };
-    let (db, queries, kind) = match prep.await {
+    let (db, rp, queries, kind) = match prep.await {
         Ok(x) => x,
         Err(e) => return error_response(ENDPOINT, &e),
     };
+    let deadline = Instant::now() + Duration::from_millis(r.options.request_timeout_ms);
     let source = ShardSamples {
         router: &r,
-        database: db,
-        deadline: Instant::now() + Duration::from_millis(r.options.request_timeout_ms),
+        database: db.clone(),
+        deadline,
     };
     let mut results = Vec::with_capacity(queries.len());
     for (matchers, start, end) in queries {
-        match source.select(&Selection::all(matchers, start, end)).await {
-            Ok(series) => results.push(series),
+        // Samples remote_write stored, and (as InfluxDB 1.8 answers this
+        // endpoint) measurements written as line protocol.
+        let lines = crate::read::influx::prom_value_series(
+            &r,
+            &db,
+            rp.as_deref(),
+            &matchers,
+            (start, end),
+            deadline,
+        );
+        let selection = Selection::all(matchers.clone(), start, end);
+        let samples = source.select(&selection);
+        match futures::try_join!(async { samples.await.map_err(|e| e.to_string()) }, async {
+            lines.await.map_err(|e| e.to_string())
+        }) {
+            Ok((mut series, lines)) => {
+                series.extend(lines.into_iter().map(|(labels, samples)| Series {
+                    labels: shardhouse_promql::Labels::from_pairs(labels),
+                    samples,
+                }));
+                results.push(series)
+            }
             Err(e) => {
                 return error_response(
                     ENDPOINT,

@@ -10,6 +10,7 @@ mod fetch;
 mod fields;
 mod into;
 mod meta;
+mod prom_values;
 mod pushdown;
 mod select;
 mod sqlgen;
@@ -77,6 +78,30 @@ pub fn run_cq_select<'a>(
             .await
             .map(|_| ())
     })
+}
+
+/// Line-protocol measurements as Prometheus series for remote_read on
+/// InfluxDB's `/api/v1/prom/read` (prom_values.rs), read as the router.
+pub async fn prom_value_series(
+    router: &Router,
+    database: &str,
+    retention_policy: Option<&str>,
+    matchers: &[shardhouse_promql::LabelMatcher],
+    (start_ms, end_ms): (i64, i64),
+    deadline: Instant,
+) -> Result<Vec<prom_values::ValueSeries>> {
+    let ctx = Ctx {
+        router,
+        database,
+        retention_policy,
+        now: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(i64::MAX, |d| d.as_nanos() as i64),
+        deadline,
+        max_points: router.options.query_max_points,
+        access: None,
+    };
+    prom_values::value_series(&ctx, matchers, start_ms, end_ms).await
 }
 
 /// One statement's series.
