@@ -92,9 +92,18 @@ pub async fn value_series(
             Err(e) => return Err(e),
         },
     };
+    // The catalogs side by side: a `__name__` regex may pass hundreds of
+    // names, most of them remote-written metrics.
+    let names: Vec<&String> = names.iter().filter(|n| name_matches(matchers, n)).collect();
+    let schemas = futures::future::join_all(
+        names
+            .iter()
+            .map(|n| super::select::schema(ctx, &storage, n)),
+    )
+    .await;
     let mut out = Vec::new();
-    for name in names.iter().filter(|n| name_matches(matchers, n)) {
-        match super::select::schema(ctx, &storage, name).await {
+    for (name, schema) in names.into_iter().zip(schemas) {
+        match schema {
             Ok(s) if !s.samples && s.fields.get("value") == Some(&"float") => {}
             Ok(_) => continue,
             Err(e) if e.is_statement_error() => continue,
