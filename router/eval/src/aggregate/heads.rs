@@ -175,10 +175,18 @@ mod tests {
         }
     }
 
-    /// Five series a..e (ranks 0..4), one point each at the same time,
-    /// values as given: the answers a real influxd 1.8.10 gave.
+    /// One head per series, ranked in the order given, as (time, value).
+    fn in_key_order(points: &[(i64, f64)]) -> Vec<Head> {
+        (0..)
+            .zip(points)
+            .map(|(rank, &(t, v))| head(rank, t, v))
+            .collect()
+    }
+
+    /// Five series a..e, one point each at the same time, values as
+    /// given: the answers a real influxd 1.8.10 gave.
     fn five_at_one_time(values: [f64; 5]) -> Vec<Head> {
-        (0..5).map(|i| head(i, 200, values[i as usize])).collect()
+        in_key_order(&values.map(|v| (200, v)))
     }
 
     #[test]
@@ -204,19 +212,9 @@ mod tests {
     fn series_of_several_points_as_influxd_answers_them() {
         // influxd: a@100=1 b@100=5 c@100=3 (a, b, c also at 200: a=2, b=9,
         // c=4), d@200=7: first() is 5 (b), last() is 7 (d).
-        let firsts = vec![
-            head(0, 100, 1.0),
-            head(1, 100, 5.0),
-            head(2, 100, 3.0),
-            head(3, 200, 7.0),
-        ];
+        let firsts = in_key_order(&[(100, 1.0), (100, 5.0), (100, 3.0), (200, 7.0)]);
         assert_eq!(value(Rule::First, firsts), 5.0);
-        let lasts = vec![
-            head(0, 200, 2.0),
-            head(1, 200, 9.0),
-            head(2, 200, 4.0),
-            head(3, 200, 7.0),
-        ];
+        let lasts = in_key_order(&[(200, 2.0), (200, 9.0), (200, 4.0), (200, 7.0)]);
         assert_eq!(value(Rule::Last, lasts), 7.0);
     }
 

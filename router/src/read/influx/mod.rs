@@ -94,9 +94,7 @@ pub async fn prom_value_series(
         router,
         database,
         retention_policy,
-        now: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(i64::MAX, |d| d.as_nanos() as i64),
+        now: crate::write::now_nanos(),
         deadline,
         max_points: router.options.query_max_points,
         access: None,

@@ -291,10 +291,6 @@ fn head_groups(
     shard_duration: i64,
 ) -> Result<Groups> {
     let mut by_sid: HashMap<u64, Point> = HashMap::new();
-    let before = |a: &Point, b: &Point| match rule {
-        Rule::Last => a.time > b.time,
-        _ => a.time < b.time,
-    };
     for b in shards.iter().flatten() {
         let cols = rows.columns(b);
         for row in 0..b.num_rows() {
@@ -321,9 +317,11 @@ fn head_groups(
                         .map(|s| rows.slot_value(b, &cols, row, *s, sid))
                         .collect();
                     let p = Point::with_aux(t, value, aux);
+                    // A series holds one point per time: the rule picks
+                    // by time alone here.
                     match by_sid.get_mut(&sid) {
-                        Some(head) if !before(&p, head) => {}
-                        Some(head) => *head = p,
+                        Some(head) if rule.prefers(&p, head) => *head = p,
+                        Some(_) => {}
                         None => {
                             by_sid.insert(sid, p);
                         }
@@ -340,13 +338,14 @@ fn head_groups(
         });
     }
     // InfluxDB compares the extra columns sorted by name.
-    let mut aux_order: Vec<usize> = match source {
-        HeadSource::Points { aux_slots, .. } => (0..aux_slots.len()).collect(),
+    let aux_order: Vec<usize> = match source {
+        HeadSource::Points { aux_slots, .. } => {
+            let mut order: Vec<usize> = (0..aux_slots.len()).collect();
+            order.sort_by_key(|&i| rows.slot_name(aux_slots[i]));
+            order
+        }
         HeadSource::Pushed { .. } => Vec::new(),
     };
-    if let HeadSource::Points { aux_slots, .. } = source {
-        aux_order.sort_by_key(|&i| rows.slot_name(aux_slots[i]));
-    }
     let bucket = windowing.bucket_start(0);
     let mut merged = Groups::new();
     for (key, heads) in grouped {
