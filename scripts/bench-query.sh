@@ -39,6 +39,11 @@
 # default a new temp dir), KEEP_DATA=1, DASHBOARD (1; 0 skips the
 # dashboard phase), DASHBOARD_SECS (60), DASHBOARD_RATE (100000 points/s).
 # BIG=1 is the larger-cardinality variant: 10,000 hosts over 3 hours.
+# ROLLUPS (1; 0 starts the router with --query-rollups false: raw points
+# only). Before the last lines, `query_<name>_rows_read=<N>`: the rows the
+# nodes' engine read for one asking (its SelectedRows event, through
+# shardhouse_engine_selected_rows_total), so a long panel shows whether it
+# read rollups or raw points.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib/cluster.sh
@@ -116,14 +121,19 @@ qdb_install
 sh_cluster_init "$WORK/cluster" "$NODES"
 sh_start_etcd
 sh_start_nodes "$SHARDS" "$RF"
-# shellcheck disable=SC2119 # no arguments: the defaults
-sh_start_router
+# ROLLUPS=0: the router never offers the nodes rollups (the raw read, to
+# compare in one run with a second router: ROLLUPS=both).
+case "${ROLLUPS:-1}" in
+  0) sh_start_router --query-rollups false ;;
+  *) sh_start_router ;;
+esac
 # shellcheck disable=SC2119
 sh_wait_writable || { log "cluster never became writable"; exit 1; }
 qport=$(sh_free_port)
 qdb_start "$WORK/questdb" "$qport"
 QDB="127.0.0.1:$qport"
 common=(--sh "$SH_ROUTER_HTTP" --qdb "$QDB" --dataset "$WORK/dataset.json")
+node_metrics=$(for ((k = 1; k <= NODES; k++)); do printf '127.0.0.1:%s,' "$(sh_node_http_port "$k")"; done)
 if [ "$INFLUXDB" = 1 ]; then
   iport=$(sh_free_port)
   if influxd_start "$WORK/influxdb" "$iport"; then
@@ -139,7 +149,8 @@ python3 "$PY" load "${common[@]}" --hosts "$HOSTS" --regions "$REGIONS" --hours 
 
 rc=0
 python3 "$PY" bench "${common[@]}" --runs "$RUNS" --warmup "$WARMUP" --clients "$CLIENTS" \
-  --only "$QUERIES" --cluster "$cluster_desc" --out "$OUT" >"$WORK/bench.md" 2>"$WORK/bench.log" || rc=$?
+  --only "$QUERIES" --cluster "$cluster_desc" --node-metrics "${node_metrics%,}" --out "$OUT" \
+  >"$WORK/bench.md" 2>"$WORK/bench.log" || rc=$?
 cat "$WORK/bench.log" >&2
 
 # The dashboard while ingesting (after the still-data timing: its writes

@@ -5,6 +5,7 @@ pub mod credential;
 pub mod layered;
 pub mod lineproto;
 pub mod names;
+pub mod rollup;
 mod scan;
 pub mod series;
 pub mod shard;

@@ -66,6 +66,9 @@ pub struct RouterOptions {
     /// Memory for the InfluxQL cache of settled `GROUP BY time()` buckets
     /// (a dashboard refresh reads only the newest buckets); 0 turns it off.
     pub query_cache_mb: usize,
+    /// Offer the nodes each pushed aggregate's equal over the rollups
+    /// (read/influx/rollup.rs); off: raw points always.
+    pub query_rollups: bool,
 }
 
 /// Default `max_shard_rpcs`.
@@ -101,6 +104,7 @@ impl Default for RouterOptions {
             query_max_points: 10_000_000,
             query_timeout_ms: 60_000,
             query_cache_mb: 64,
+            query_rollups: true,
         }
     }
 }
@@ -169,6 +173,9 @@ pub struct Flags {
     /// turns the cache off.
     #[arg(long, env = "SHARDHOUSE_ROUTER_QUERY_CACHE_MB")]
     pub query_cache_mb: Option<usize>,
+    /// Read measurements' rollups where exact (true/false; default true).
+    #[arg(long, env = "SHARDHOUSE_ROUTER_QUERY_ROLLUPS")]
+    pub query_rollups: Option<bool>,
 }
 
 impl RouterOptions {
@@ -208,7 +215,8 @@ impl RouterOptions {
             request_timeout_ms,
             query_max_points,
             query_timeout_ms,
-            query_cache_mb;
+            query_cache_mb,
+            query_rollups;
             optional: tokens_file, cluster_token_file, tls_cert_file, tls_key_file
         );
         o.validate()?;

@@ -35,6 +35,7 @@ import queue
 import sys
 import threading
 import time
+import urllib.request
 import urllib.parse
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
@@ -348,6 +349,21 @@ def queries(ds, only=None):
              sql=f"SELECT count(usage_user) FROM {m} WHERE {allq}",
              sh=lambda b: [(r[1],) for r in sh_rows(b)],
              qdb=lambda b: [tuple(r) for r in b["dataset"]]),
+        dict(name="all_hosts_mean_1h_all",
+             what=f"mean per 1h over all {hosts:,} hosts, the whole dataset ({ds['hours']}h)",
+             points=ds["points"],
+             influxql=f"SELECT mean(usage_user) FROM {m} WHERE {allw} GROUP BY time(1h)",
+             sql=f"SELECT timestamp, avg(usage_user) FROM {m} WHERE {allq} SAMPLE BY 1h ALIGN TO CALENDAR",
+             sh=lambda b: sh_rows(b),
+             qdb=lambda b: sorted((qdb_ms(t), v) for t, v in b["dataset"])),
+        dict(name="one_series_max_1h_all",
+             what=f"max per 1h, one host, the whole dataset ({ds['hours']}h)",
+             points=ds["points"] // hosts,
+             influxql=f"SELECT max(usage_user) FROM {m} WHERE host = 'host_3' AND {allw} GROUP BY time(1h)",
+             sql=f"SELECT timestamp, max(usage_user) FROM {m} WHERE host = 'host_3' AND {allq} "
+                 f"SAMPLE BY 1h ALIGN TO CALENDAR",
+             sh=lambda b: sh_rows(b),
+             qdb=lambda b: sorted((qdb_ms(t), v) for t, v in b["dataset"])),
         dict(name="show_tag_values_host",
              what="SHOW TAG VALUES host (Grafana's variable)",
              points=0,
@@ -474,6 +490,19 @@ def run_one(a, q, clients):
     return {name: phase(hp, do) for name, hp, do in syss}
 
 
+def selected_rows(hostports):
+    """The nodes' engine rows read so far (shardhouse_engine_selected_rows_total;
+    every statement counts, so on a quiet cluster the rise over one asking is
+    that asking's rows)."""
+    total = 0
+    for hp in hostports:
+        with urllib.request.urlopen(f"http://{hp}/metrics", timeout=30) as r:
+            for line in r.read().decode().splitlines():
+                if line.startswith("shardhouse_engine_selected_rows_total "):
+                    total += int(float(line.split()[1]))
+    return total
+
+
 def fmt_ms(x):
     return f"{x:,.1f}" if x < 100 else f"{x:,.0f}"
 
@@ -486,11 +515,18 @@ def cmd_bench(a):
     ixc = Client(a.influx, timeout=600) if a.influx else None
     # Answers first: a benchmark of wrong answers is worthless.
     checks, mismatches = {}, 0
+    # The first asking of each query (nothing cached yet): the rows the
+    # nodes' engine read for it.
+    nodes = [h for h in a.node_metrics.split(",") if h]
+    rows_read = {}
     load_before = os.getloadavg()
     for q in qs:
         sh_body = None
         try:
+            before = selected_rows(nodes) if nodes else 0
             sh_body = sh_query(shc, q["influxql"])
+            if nodes:
+                rows_read[q["name"]] = selected_rows(nodes) - before
             ok, msg = compare(q, sh_body, qdb_exec(qc, q["sql"]))
         except Exception as e:  # noqa: BLE001 - reported as a mismatch
             ok, msg = False, f"query failed: {e}"
@@ -543,7 +579,7 @@ def cmd_bench(a):
                 r["p95_ratio_influxdb"] = round(r["shardhouse"]["p95_ms"] / max(r["influxdb"]["p95_ms"], 1e-6), 2)
             results.append(r)
     load = f"load average {load_before[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end of the timing"
-    report = {"load": load, "dataset": ds, "runs": a.runs, "warmup": a.warmup, "clients": a.clients,
+    report = {"load": load, "rows_read": rows_read, "dataset": ds, "runs": a.runs, "warmup": a.warmup, "clients": a.clients,
               "cluster": a.cluster, "results": results, "answers": checks, "mismatches": mismatches}
     with open(a.out, "w") as f:
         json.dump(report, f, indent=1)
@@ -552,6 +588,8 @@ def cmd_bench(a):
         peers = "QuestDB and InfluxDB" if a.influx else "QuestDB"
         print(f"\n!!!!! {mismatches} MISMATCH(ES) between Shardhouse and {peers}: the figures above compare "
               f"different answers\n", flush=True)
+    for name, n in rows_read.items():
+        print(f"query_{name}_rows_read={n}")
     # The last lines, one pair (or triple) per query (and per client count past 1).
     for r in results:
         suffix = "" if r["clients"] == 1 else f"_c{r['clients']}"
@@ -653,6 +691,7 @@ def main():
     bp.add_argument("--clients", default="1")
     bp.add_argument("--only", default="")
     bp.add_argument("--cluster", default="")
+    bp.add_argument("--node-metrics", default="", help="the nodes' HTTP host:port, comma separated")
     bp.add_argument("--out", required=True)
     op = sub.choices["loop"]
     op.add_argument("--only", required=True)

@@ -6,6 +6,7 @@ use crate::engine::Inner;
 use crate::error::Result;
 use crate::layout::{self, FieldType, TableId};
 use crate::pool::Conn;
+use crate::rollups;
 use crate::shard_state::{DatabaseState, ShardState};
 
 impl Inner {
@@ -63,6 +64,22 @@ impl Inner {
         match tables.get_mut(id) {
             None => {
                 conn.execute(&layout::create_fact_table(&chdb, &id.table, fields))?;
+                // Rollups only from a table's first row on: one created
+                // later would miss the rows before it.
+                // A rollup that cannot be made leaves the table without
+                // (reads use the raw rows), not the write refused.
+                if self.cfg.rollups && rollups::applies_to(&id.table) {
+                    let made = self.create_rollups(conn, &chdb, &id.table, fields);
+                    match made {
+                        Ok(()) => {
+                            st.lock_rollups().insert(id.clone());
+                        }
+                        Err(e) => {
+                            tracing::warn!(shard = st.shard(), table = %id, error = %e,
+                                "rollups not created; reads of this table use its raw points");
+                        }
+                    }
+                }
                 tables.insert(id.clone(), fields.to_vec());
             }
             Some(cols) => {
@@ -72,11 +89,121 @@ impl Inner {
                     .cloned()
                     .collect();
                 if !missing.is_empty() {
+                    let mut all = cols.clone();
+                    all.extend(missing.iter().cloned());
+                    let rolled = st.has_rollups(&id.database, &id.table);
+                    let (rollup_tables, views) = if rolled {
+                        rollups::add_fields(&chdb, &id.table, &all, &missing)
+                    } else {
+                        Default::default()
+                    };
+                    let widened = rollup_tables.iter().try_for_each(|sql| conn.execute(sql));
                     conn.execute(&layout::add_columns(&chdb, &id.table, &missing))?;
+                    let widened =
+                        widened.and_then(|()| views.iter().try_for_each(|sql| conn.execute(sql)));
+                    if let Err(e) = widened {
+                        self.forget_rollups(conn, st, &chdb, id, &e);
+                    }
                     cols.extend(missing);
                 }
             }
         }
         Ok(tables[id].clone())
+    }
+
+    /// Rollups for a table just created: any left from an earlier table
+    /// of that name go first, and only an empty table gets them (one
+    /// created meanwhile by another path may hold rows they would miss).
+    fn create_rollups(
+        &self,
+        conn: &mut Conn,
+        chdb: &str,
+        table: &str,
+        fields: &[(String, FieldType)],
+    ) -> Result<()> {
+        for sql in rollups::drop(chdb, table) {
+            conn.execute(&sql)?;
+        }
+        let rows = conn.query(&format!(
+            "SELECT count() FROM {}",
+            layout::qualified(chdb, table)
+        ))?;
+        let empty = rows
+            .first()
+            .is_none_or(|b| crate::columns::u64s(b, 0).first().is_none_or(|n| *n == 0));
+        if !empty {
+            return Err(crate::error::EngineError::Sql {
+                context: "rollups".into(),
+                message: format!("{table} already holds rows"),
+            });
+        }
+        rollups::create(chdb, table, fields)
+            .iter()
+            .try_for_each(|sql| conn.execute(sql))
+    }
+
+    /// A table whose rollups could not follow a new field reads raw from
+    /// now on: its views are dropped, so a restart does not find them
+    /// whole either (lifecycle.rs), and it leaves the rollup set.
+    fn forget_rollups(
+        &self,
+        conn: &mut Conn,
+        st: &ShardState,
+        chdb: &str,
+        id: &TableId,
+        e: &crate::error::EngineError,
+    ) {
+        tracing::warn!(shard = st.shard(), table = %id, error = %e,
+            "rollups could not take a new field; reads of this table use its raw points");
+        st.lock_rollups().remove(id);
+        for sql in rollups::drop(chdb, &id.table) {
+            if let Err(e) = conn.execute(&sql) {
+                tracing::warn!(shard = st.shard(), table = %id, error = %e, "rollup not dropped");
+            }
+        }
+    }
+
+    /// After a restart, before a table's first insert: its rollups still
+    /// count what its raw rows count from `from` on (the reload window's
+    /// start; rows older than it that a replay brings again make their
+    /// day dirty instead, rewrites.rs). A crash between an insert's raw
+    /// part and its rollup part leaves them apart; then the rollups go.
+    pub(crate) fn check_rollups(
+        &self,
+        conn: &mut Conn,
+        st: &ShardState,
+        chdb: &str,
+        id: &TableId,
+        from: Option<i64>,
+    ) {
+        if !st.has_rollups(&id.database, &id.table) {
+            return;
+        }
+        let fields = st.lock_tables().get(id).cloned().unwrap_or_default();
+        let from = from.and_then(|f| {
+            shardhouse_common::rollup::floor(f, shardhouse_common::rollup::LEVELS[0].step_ns)
+        });
+        let mut counts = Vec::new();
+        for sql in rollups::count_sql(chdb, &id.table, &fields, from) {
+            match conn.query(&sql) {
+                Ok(b) => counts.push(
+                    b.first()
+                        .map(|b| {
+                            (0..b.num_columns())
+                                .map(|i| crate::columns::u64s(b, i).first().copied().unwrap_or(0))
+                                .collect::<Vec<u64>>()
+                        })
+                        .unwrap_or_default(),
+                ),
+                Err(e) => return self.forget_rollups(conn, st, chdb, id, &e),
+            }
+        }
+        if counts.windows(2).any(|w| w[0] != w[1]) {
+            let e = crate::error::EngineError::Sql {
+                context: "rollup check".into(),
+                message: format!("raw and rollup counts differ from {from:?} on: {counts:?}"),
+            };
+            self.forget_rollups(conn, st, chdb, id, &e);
+        }
     }
 }

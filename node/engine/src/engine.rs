@@ -48,6 +48,10 @@ pub struct EngineConfig {
     /// Read fact tables with `FINAL` always, also those that hold every
     /// point once (rewrites.rs): for comparing, or if in doubt.
     pub reads_always_final: bool,
+    /// Keep 1-minute and 1-hour rollups of measurements created from now
+    /// on, and read them where exact (rollups.rs). Off: new measurements
+    /// get none (tables that have them keep them, and reads use them).
+    pub rollups: bool,
 }
 
 impl Default for EngineConfig {
@@ -61,6 +65,7 @@ impl Default for EngineConfig {
             default_retention: None,
             retention_check_interval: Duration::from_secs(60),
             reads_always_final: false,
+            rollups: true,
         }
     }
 }

@@ -293,6 +293,7 @@ impl Inner {
             .filter(|b| crate::columns::u64s(b, 1).first() != Some(&0))
             .and_then(|b| crate::columns::i64s(b, 0).first().copied());
         let from = newest.map_or(i64::MIN, |n| n.saturating_sub(RELOAD_WINDOW_NS));
+        self.check_rollups(conn, st, chdb, id, newest.map(|_| from));
         let mut latest = Vec::new();
         if newest.is_some() {
             for b in conn.query(&format!(
@@ -346,6 +347,7 @@ impl Inner {
         } else {
             tables.remove(id);
             st.lock_databases().remove(&id.database);
+            st.lock_rollups().remove(id);
         }
     }
 

@@ -34,6 +34,7 @@ mod read;
 pub mod read_guard;
 mod rewrites;
 mod rewrites_ledger;
+mod rollups;
 mod series_cache;
 mod shard_io;
 mod shard_state;

@@ -238,6 +238,63 @@ impl Inner {
         self.load_retentions(&mut conn, &chdb_names);
         self.load_flushed_indexes(&mut conn);
         self.load_rewrites(&mut conn);
+        self.load_rollups(&mut conn, &chdb_names)?;
+        Ok(())
+    }
+
+    /// The fact tables whose rollups are whole: every level's table and
+    /// view exist and the tables count every field (rollups.rs). Views
+    /// are only made with a table and dropped when they cannot follow it,
+    /// so this finds the tables that had rollups from their first row.
+    fn load_rollups(
+        &self,
+        conn: &mut Conn,
+        chdb_names: &HashMap<String, (u32, String)>,
+    ) -> Result<()> {
+        let batches = conn.query(
+            "SELECT database, table, name FROM system.columns \
+             WHERE database LIKE 'shard\\_%' AND table LIKE '\\_sh\\_%' \
+             UNION ALL SELECT database, name, '' FROM system.tables \
+             WHERE database LIKE 'shard\\_%' AND engine = 'MaterializedView'",
+        )?;
+        let mut found: std::collections::HashSet<(String, String, String)> = Default::default();
+        for b in &batches {
+            let (db, table, name) = (strings(b, 0), strings(b, 1), strings(b, 2));
+            for i in 0..b.num_rows() {
+                found.insert((db[i].clone(), table[i].clone(), name[i].clone()));
+            }
+        }
+        for (chdb, (shard, database)) in chdb_names {
+            let st = self.shard_state(*shard);
+            let tables: Vec<(TableId, Vec<String>)> = st
+                .lock_tables()
+                .iter()
+                .filter(|(id, _)| id.database == *database && crate::rollups::applies_to(&id.table))
+                .map(|(id, cols)| (id.clone(), cols.iter().map(|(f, _)| f.clone()).collect()))
+                .collect();
+            for (id, fields) in tables {
+                let has = |table: &str, column: &str| {
+                    found.contains(&(chdb.clone(), table.to_string(), column.to_string()))
+                };
+                let whole = shardhouse_common::rollup::LEVELS.iter().all(|l| {
+                    let table = shardhouse_common::rollup::table(l, &id.table);
+                    has(&shardhouse_common::rollup::view(l, &id.table), "")
+                        && has(&table, SERIES_ID)
+                        && fields.iter().all(|f| {
+                            has(
+                                &table,
+                                &shardhouse_common::rollup::column(
+                                    shardhouse_common::rollup::Part::Count,
+                                    f,
+                                ),
+                            )
+                        })
+                });
+                if whole {
+                    st.lock_rollups().insert(id);
+                }
+            }
+        }
         Ok(())
     }
 

@@ -30,6 +30,14 @@ pub static FLUSHES_TOTAL: LazyLock<IntCounter> = LazyLock::new(|| {
         .expect("metric registered once")
 });
 
+pub static READS_FROM_ROLLUPS_TOTAL: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter!(
+        "shardhouse_engine_reads_from_rollups_total",
+        "Planned reads answered from a measurement's rollups instead of its raw points"
+    )
+    .expect("metric registered once")
+});
+
 pub static READS_WITHOUT_FINAL_TOTAL: LazyLock<IntCounter> = LazyLock::new(|| {
     register_int_counter!(
         "shardhouse_engine_reads_without_final_total",
@@ -199,6 +207,40 @@ mod tests {
                 names.iter().any(|n| n == want),
                 "{want} missing from {names:?}"
             );
+        }
+    }
+}
+
+/// Rows the engine read from tables, as its own `SelectedRows` event
+/// counts them (every statement: reads, flush checks, merges excluded),
+/// brought up to date when metrics are scraped
+/// ([`crate::Engine::refresh_read_counters`]): a read of rollups shows as
+/// far fewer rows than one of raw points.
+pub static SELECTED_ROWS_TOTAL: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter!(
+        "shardhouse_engine_selected_rows_total",
+        "Rows the engine read from tables (its SelectedRows event)"
+    )
+    .expect("metric registered once")
+});
+
+impl crate::Engine {
+    /// Brings [`SELECTED_ROWS_TOTAL`] up to the engine's own count (one
+    /// small statement over `system.events`; blocks).
+    pub fn refresh_read_counters(&self) {
+        let mut conn = self.inner.readers.get();
+        let rows = conn
+            .query("SELECT toUInt64(value) FROM system.events WHERE event = 'SelectedRows'")
+            .ok()
+            .and_then(|b| {
+                b.first()
+                    .and_then(|b| crate::columns::u64s(b, 0).first().copied())
+            });
+        if let Some(rows) = rows {
+            let seen = SELECTED_ROWS_TOTAL.get();
+            if rows > seen {
+                SELECTED_ROWS_TOTAL.inc_by(rows - seen);
+            }
         }
     }
 }

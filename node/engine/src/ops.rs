@@ -312,6 +312,7 @@ impl Inner {
                 ))?;
                 st.lock_databases().remove(&o.database);
                 st.lock_tables().retain(|t, _| t.database != o.database);
+                st.lock_rollups().retain(|t| t.database != o.database);
                 st.write_catalog().forget(|t| t.database != o.database);
                 Ok(())
             }
@@ -330,6 +331,10 @@ impl Inner {
             return Ok(());
         };
         let id = TableId::new(&o.database, &o.measurement);
+        for sql in crate::rollups::drop(&chdb, &o.measurement) {
+            conn.execute(&sql)?;
+        }
+        st.lock_rollups().remove(&id);
         conn.execute(&format!(
             "DROP TABLE IF EXISTS {} SYNC",
             layout::qualified(&chdb, &o.measurement)
@@ -414,11 +419,22 @@ impl Inner {
             v.sort();
             v
         };
+        let range = (!o.drop_series).then_some((o.min_time_ns, o.max_time_ns));
         for table in &tables {
             conn.execute(&format!(
                 "DELETE FROM {} WHERE series_id IN ({id_list}){time_cond}",
                 layout::qualified(&chdb, table)
             ))?;
+            if st.has_rollups(&o.database, table) {
+                let fields = st
+                    .lock_tables()
+                    .get(&TableId::new(&o.database, table))
+                    .cloned()
+                    .unwrap_or_default();
+                for sql in crate::rollups::repair(&chdb, table, &fields, &id_list, range) {
+                    conn.execute(&sql)?;
+                }
+            }
         }
         // DROP SERIES forgets the series; a DELETE forgets those it left
         // without a point (as InfluxDB's index does: SHOW SERIES lists
@@ -503,7 +519,11 @@ impl Inner {
                     let tables = strings(b, 0);
                     let ids = strings(b, 1);
                     for (table, id) in tables.iter().zip(ids) {
-                        if layout::is_engine_table(table) && table != SAMPLES_TABLE {
+                        // Rollups share the raw tables' day partitions.
+                        if layout::is_engine_table(table)
+                            && table != SAMPLES_TABLE
+                            && !shardhouse_common::rollup::is_rollup_table(table)
+                        {
                             continue;
                         }
                         conn.execute(&format!(

@@ -45,7 +45,9 @@ impl Engine {
             .map_err(|e| EngineError::InvalidQuery(engine_message(e)))?;
         let lines: Vec<String> = ast.iter().flat_map(|b| strings(b, 0)).collect();
         read_guard::check_ast(&lines).map_err(|r| EngineError::QueryRefused(r.0))?;
-        Ok(self.read(&mut conn, shard, database, &formatted, false)?.0)
+        Ok(self
+            .read(&mut conn, shard, database, &formatted, None, false)?
+            .0)
     }
 
     /// Runs a statement the router planned itself (InfluxQL `/query`): as
@@ -66,10 +68,32 @@ impl Engine {
         database: &str,
         sql: &str,
     ) -> Result<(Vec<RecordBatch>, ChangeMark)> {
+        self.query_planned_rollup(shard, database, sql, None)
+    }
+
+    /// [`Engine::query_planned_marked`] with an equal statement over the
+    /// rollups of one fact table, `rollup` = (table, statement): run
+    /// instead where that table's rollups are exact (rollups.rs).
+    pub fn query_planned_rollup(
+        &self,
+        shard: u32,
+        database: &str,
+        sql: &str,
+        rollup: Option<(&str, &str)>,
+    ) -> Result<(Vec<RecordBatch>, ChangeMark)> {
         let checked =
             shardhouse_common::sql_check::check_select(sql).map_err(EngineError::QueryRefused)?;
+        let rollup = match rollup {
+            Some((table, sql)) => Some((
+                table,
+                shardhouse_common::sql_check::check_select(sql)
+                    .map_err(EngineError::QueryRefused)?,
+            )),
+            None => None,
+        };
         let mut conn = self.inner.readers.get();
-        self.read(&mut conn, shard, database, &checked, true)
+        let rollup = rollup.as_ref().map(|(t, s)| (*t, s.as_str()));
+        self.read(&mut conn, shard, database, &checked, rollup, true)
     }
 
     /// Whether reads of a fact table keep `FINAL`: true unless this process
@@ -129,6 +153,7 @@ impl Engine {
         shard: u32,
         database: &str,
         formatted: &str,
+        rollup: Option<(&str, &str)>,
         planned: bool,
     ) -> Result<(Vec<RecordBatch>, ChangeMark)> {
         let st = self.inner.shards.get(shard);
@@ -170,6 +195,7 @@ impl Engine {
             database,
             db: &db,
             series_version,
+            rollup,
         };
         let rows = self.run_read(conn, st.as_ref(), &read, formatted)?;
         Ok((rows, mark))
@@ -210,7 +236,7 @@ impl Engine {
     }
 
     /// Runs `formatted` in `db`, without `FINAL` on the tables that hold no
-    /// rewritten point.
+    /// rewritten point, or its rollup equal where the rollups are exact.
     fn run_read(
         &self,
         conn: &mut crate::pool::Conn,
@@ -229,16 +255,34 @@ impl Engine {
             .filter(|_| !self.inner.cfg.reads_always_final)
             .map(|st| st.tables_without_rewrites(database))
             .unwrap_or_default();
-        let sql = if clean.is_empty() {
-            formatted.to_string()
-        } else {
-            crate::rewrites::strip_final(formatted, &|t| clean.contains(t))
+        // Rollups are exact where the raw table holds each point once.
+        let rollup = r.rollup.filter(|(t, _)| {
+            clean.contains(*t) && st.is_some_and(|st| st.has_rollups(database, t))
+        });
+        let strip = |sql: &str| {
+            if clean.is_empty() {
+                sql.to_string()
+            } else {
+                crate::rewrites::strip_final(sql, &|t| clean.contains(t))
+            }
         };
-        let stripped = sql.len() != formatted.len();
+        let sql = strip(formatted);
+        let stripped = sql.len() != formatted.len() || rollup.is_some();
         conn.use_database(db)?;
         let sql = match (st, r.series_version) {
             (Some(st), Some(version)) => {
-                match self.with_series_literals(conn, st, r, sql, version)? {
+                // The raw statement's selections first: a statement of
+                // no series ends here whichever form would run.
+                let literals = match self.with_series_literals(conn, st, r, sql, version)? {
+                    Literals::Sql(sql) => match rollup {
+                        Some((_, rolled)) => {
+                            self.with_series_literals(conn, st, r, strip(rolled), version)?
+                        }
+                        None => Literals::Sql(sql),
+                    },
+                    Literals::NoRows => Literals::NoRows,
+                };
+                match literals {
                     Literals::Sql(sql) => sql,
                     Literals::NoRows => {
                         metrics::READS_OF_NO_SERIES_TOTAL.inc();
@@ -246,7 +290,7 @@ impl Engine {
                     }
                 }
             }
-            _ => sql,
+            _ => rollup.map_or(sql, |(_, rolled)| strip(rolled)),
         };
         let rows = conn
             .query(&sql)
@@ -261,7 +305,11 @@ impl Engine {
             .map(|st| st.tables_without_rewrites(database))
             .unwrap_or_default();
         if clean.iter().all(|t| still.contains(t)) {
-            metrics::READS_WITHOUT_FINAL_TOTAL.inc();
+            if rollup.is_some() {
+                metrics::READS_FROM_ROLLUPS_TOTAL.inc();
+            } else {
+                metrics::READS_WITHOUT_FINAL_TOTAL.inc();
+            }
             return Ok(rows);
         }
         conn.query(formatted)
@@ -397,6 +445,8 @@ struct Read<'a> {
     database: &'a str,
     db: &'a str,
     series_version: Option<u64>,
+    /// The statement's equal over one fact table's rollups: (table, SQL).
+    rollup: Option<(&'a str, &'a str)>,
 }
 
 /// Whether no `_series` row of `database` waits in the shard's buffer or

@@ -171,6 +171,7 @@ impl Inner {
         st.write_catalog().clear();
         st.lock_known_series().clear();
         st.lock_rewrites().clear();
+        st.lock_rollups().clear();
         self.marks.bump_shard(st.shard());
         Ok(())
     }

@@ -22,6 +22,9 @@ pub fn router(ctx: Arc<NodeContext>) -> Router {
 
 async fn metrics(State(ctx): State<Arc<NodeContext>>) -> impl IntoResponse {
     crate::memory::refresh_gauges(&ctx);
+    let engine = Arc::clone(&ctx.engine);
+    // An engine statement: off the async workers.
+    let _ = tokio::task::spawn_blocking(move || engine.refresh_read_counters()).await;
     let encoder = prometheus::TextEncoder::new();
     let mut buf = Vec::new();
     match encoder.encode(&prometheus::gather(), &mut buf) {

@@ -72,6 +72,9 @@ pub struct NodeOptions {
     /// Read every fact table with `FINAL`, also those this node knows hold
     /// each point once (docs/storage.md, "FINAL only where it can matter").
     pub engine_reads_always_final: bool,
+    /// Keep rollups of new measurements and read them where exact
+    /// (docs/storage.md, "Rollups").
+    pub engine_rollups: bool,
     /// RocksDB memtable size of the WAL; up to 4 are held, so the WAL's
     /// memtables take at most 4x this (the operator sizes it to the pod's
     /// memory limit).
@@ -126,6 +129,7 @@ impl Default for NodeOptions {
             default_retention_secs: 0,
             retention_check_interval_ms: 60_000,
             engine_reads_always_final: false,
+            engine_rollups: true,
             wal_write_buffer_bytes: 256 << 20,
             wal_follower_log_retention_bytes: 512 << 20,
             cluster_token_file: None,
@@ -252,6 +256,10 @@ pub struct Cli {
     /// point once (true/false; default false).
     #[arg(long, env = "SHARDHOUSE_NODE_ENGINE_READS_ALWAYS_FINAL")]
     pub engine_reads_always_final: Option<bool>,
+    /// Keep 1-minute and 1-hour rollups of new measurements and read them
+    /// where exact (true/false; default true).
+    #[arg(long, env = "SHARDHOUSE_NODE_ENGINE_ROLLUPS")]
+    pub engine_rollups: Option<bool>,
     /// WAL RocksDB memtable bytes (up to 4 held); default 256 MiB.
     #[arg(long, env = "SHARDHOUSE_NODE_WAL_WRITE_BUFFER_BYTES")]
     pub wal_write_buffer_bytes: Option<usize>,
@@ -309,6 +317,7 @@ impl NodeOptions {
             default_retention_secs,
             retention_check_interval_ms,
             engine_reads_always_final,
+            engine_rollups,
             wal_write_buffer_bytes,
             wal_follower_log_retention_bytes;
             optional: chdb_dir, init_cluster, cluster_token_file

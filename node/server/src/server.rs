@@ -143,6 +143,7 @@ fn engine_config(opts: &NodeOptions, cores: u32) -> EngineConfig {
             .then(|| Duration::from_secs(opts.default_retention_secs)),
         retention_check_interval: Duration::from_millis(opts.retention_check_interval_ms),
         reads_always_final: opts.engine_reads_always_final,
+        rollups: opts.engine_rollups,
     }
 }
 

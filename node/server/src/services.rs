@@ -206,8 +206,10 @@ impl proto::node_server::Node for NodeService {
                     None,
                 ))
             } else if req.planned {
+                let rollup = (!req.rollup_sql.is_empty())
+                    .then_some((req.rollup_table.as_str(), req.rollup_sql.as_str()));
                 let (rows, mark) =
-                    engine.query_planned_marked(req.shard, &req.database, &req.sql)?;
+                    engine.query_planned_rollup(req.shard, &req.database, &req.sql, rollup)?;
                 Ok((rows, Some(mark)))
             } else {
                 Ok((engine.query(req.shard, &req.database, &req.sql)?, None))

@@ -142,8 +142,27 @@ impl Cluster {
         sql: &str,
         deadline: Instant,
     ) -> Result<(Vec<u8>, ShardMark)> {
-        self.on_a_replica_marked(statement(database, shard, sql, true), deadline)
+        self.planned_shard_rollup(database, shard, sql, None, deadline)
             .await
+    }
+
+    /// [`Cluster::planned_shard_marked`] with the statement's equal over
+    /// the rollups of one fact table, `rollup` = (table, SQL): the node
+    /// runs it instead where those rollups are exact.
+    pub async fn planned_shard_rollup(
+        &self,
+        database: &str,
+        shard: u32,
+        sql: &str,
+        rollup: Option<(&str, &str)>,
+        deadline: Instant,
+    ) -> Result<(Vec<u8>, ShardMark)> {
+        let mut req = statement(database, shard, sql, true);
+        if let Some((table, rolled)) = rollup {
+            req.rollup_table = table.to_owned();
+            req.rollup_sql = rolled.to_owned();
+        }
+        self.on_a_replica_marked(req, deadline).await
     }
 
     async fn read_shard(

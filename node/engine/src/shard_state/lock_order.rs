@@ -24,6 +24,7 @@ pub(crate) enum Level {
     Failing,
     Damage,
     Rewrites,
+    Rollups,
 }
 
 /// A lock guard that, where the check is on, keeps its level on the

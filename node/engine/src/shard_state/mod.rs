@@ -28,6 +28,8 @@
 //! 9. `damage`: parts found damaged.
 //! 10. `rewrites`: which fact tables may hold a key twice (rewrites.rs;
 //!     the flusher notes rows under `flushes`, reads look alone).
+//! 11. `rollups`: which fact tables have had rollups since their first
+//!     row (rollups.rs; DDL records them under `flushes` and `tables`).
 //!
 //! Builds with debug assertions, this crate's unit tests and the
 //! `lock-order-check` feature check the order on every lock taken and panic
@@ -89,6 +91,8 @@ pub(crate) struct ShardState {
     damage: Mutex<Vec<DamagedPart>>,
     /// Per fact table: whether a key may be stored twice (rewrites.rs).
     rewrites: Mutex<HashMap<TableId, TableRewrites>>,
+    /// Fact tables whose rollups were created with them (rollups.rs).
+    rollups: Mutex<HashSet<TableId>>,
     created: AtomicBool,
     flushed: AtomicU64,
     applied: AtomicU64,
@@ -109,6 +113,7 @@ impl ShardState {
             failing: Mutex::new(None),
             damage: Mutex::new(Vec::new()),
             rewrites: Mutex::new(HashMap::new()),
+            rollups: Mutex::new(HashSet::new()),
             created: AtomicBool::new(false),
             flushed: AtomicU64::new(0),
             applied: AtomicU64::new(0),
@@ -175,6 +180,17 @@ impl ShardState {
             .filter(|(id, t)| id.database == database && !t.needs_final())
             .map(|(id, _)| id.table.clone())
             .collect()
+    }
+
+    pub(crate) fn lock_rollups(&self) -> Held<MutexGuard<'_, HashSet<TableId>>> {
+        hold(Level::Rollups, || self.rollups.lock())
+    }
+
+    /// Whether `table` of `database` has rollups that hold every row it
+    /// was ever given (rollups.rs); exact for a read only where the table
+    /// also holds each key once ([`ShardState::tables_without_rewrites`]).
+    pub(crate) fn has_rollups(&self, database: &str, table: &str) -> bool {
+        self.lock_rollups().contains(&TableId::new(database, table))
     }
 
     // The indexes and flags (atomics, no lock).

@@ -12,6 +12,7 @@ mod into;
 mod meta;
 mod prom_values;
 mod pushdown;
+mod rollup;
 mod select;
 mod sqlgen;
 mod subquery;

@@ -16,6 +16,7 @@ use super::super::cache::{self, ShardPart};
 use super::super::fetch;
 use super::super::fields::{Plan, Planned, Slot};
 use super::super::pushdown;
+use super::super::rollup;
 use super::super::sqlgen::{self, FactQuery, Ref};
 use super::super::Ctx;
 use super::{Schema, Shape};
@@ -73,22 +74,30 @@ impl Facts<'_> {
 
     /// Each shard's rows and change mark.
     async fn answers(&self, ctx: &Ctx<'_>, database: &str) -> Result<Answers> {
+        let rollups = ctx.router.options.query_rollups;
         let mut sqls = BTreeMap::new();
         for shard in self.schema.per_shard.keys() {
-            sqls.insert(*shard, self.sql(*shard)?);
+            let rolled = if rollups {
+                self.rollup_sql(*shard)?
+            } else {
+                None
+            };
+            sqls.insert(*shard, (self.sql(*shard)?, rolled));
         }
-        let answers = futures::future::join_all(sqls.iter().map(|(shard, sql)| async move {
-            let (ipc, mark) = ctx
-                .router
-                .cluster
-                .planned_shard_marked(database, *shard, sql, ctx.deadline)
-                .await?;
-            let rows = fetch::decode(*shard, ipc)?;
-            Ok::<_, Error>((*shard, ShardPart { mark, rows }))
-        }))
-        .await
-        .into_iter()
-        .collect::<Result<Vec<_>>>()?;
+        let answers =
+            futures::future::join_all(sqls.iter().map(|(shard, (sql, rolled))| async move {
+                let rollup = rolled.as_deref().map(|r| (self.measurement, r));
+                let (ipc, mark) = ctx
+                    .router
+                    .cluster
+                    .planned_shard_rollup(database, *shard, sql, rollup, ctx.deadline)
+                    .await?;
+                let rows = fetch::decode(*shard, ipc)?;
+                Ok::<_, Error>((*shard, ShardPart { mark, rows }))
+            }))
+            .await
+            .into_iter()
+            .collect::<Result<Vec<_>>>()?;
         Ok(answers.into_iter().collect())
     }
 
@@ -214,25 +223,135 @@ impl Facts<'_> {
             from: &from,
             joined: query.join_series_tags,
         };
-        let groups = (self.by_tags && !self.heads && !self.group_tags.is_empty()).then(|| {
+        let groups = self.groups_sql();
+        Ok(pushdown::grouped_sql(
+            facts,
+            self.shape.interval,
+            self.grouping(&groups),
+            &self.pushed_columns(has),
+            self.max_points as u64 + 1,
+        ))
+    }
+
+    /// The tag index subquery naming each series' group, when the shards
+    /// group pushed partials by tags.
+    fn groups_sql(&self) -> Option<String> {
+        (self.by_tags && !self.heads && !self.group_tags.is_empty()).then(|| {
             sqlgen::series_groups_sql(
                 self.measurement,
                 self.shape.tag_sql.as_deref(),
                 self.group_tags,
             )
-        });
-        let grouping = match &groups {
+        })
+    }
+
+    fn grouping<'g>(&self, groups: &'g Option<String>) -> pushdown::Grouping<'g> {
+        match groups {
             Some(g) => pushdown::Grouping::ByTags(g),
             None if self.by_series() => pushdown::Grouping::BySeries,
             None => pushdown::Grouping::None,
+        }
+    }
+
+    /// The pushed statement's equal over the measurement's rollups for
+    /// `shard` (rollup.rs), when its calls and range qualify: the node
+    /// runs it instead where the rollups are exact.
+    fn rollup_sql(&self, shard: u32) -> Result<Option<String>> {
+        let s = self.schema;
+        if !self.pushed || self.heads || s.samples || self.shape.join_series_tags {
+            return Ok(None);
+        }
+        if self.shape.field_cond.is_some() {
+            return Ok(None);
+        }
+        let empty = BTreeSet::new();
+        let has = s.per_shard.get(&shard).unwrap_or(&empty);
+        let field_of = |slot: usize| match &self.planned.slots[slot] {
+            Slot::Sql(Expr::VarRef(v)) => Some(v.name.clone()),
+            _ => None,
         };
-        Ok(pushdown::grouped_sql(
+        let mut calls = Vec::new();
+        for (j, plan) in self.planned.plans.iter().enumerate() {
+            let Plan::Aggregate {
+                agg,
+                slot,
+                aux_slots,
+                ..
+            } = plan
+            else {
+                return Ok(None);
+            };
+            let Some(name) = field_of(*slot).filter(|_| aux_slots.is_empty()) else {
+                return Ok(None);
+            };
+            let Some(field_type) = s.fields.get(&name) else {
+                return Ok(None);
+            };
+            if has.contains(&name) {
+                calls.push(rollup::Call {
+                    j,
+                    agg,
+                    slot: *slot,
+                    field_type,
+                });
+            }
+        }
+        let Some(choice) = rollup::choose(&calls, self.shape.interval, self.read) else {
+            return Ok(None);
+        };
+        let field = |slot: usize| field_of(slot).unwrap_or_default();
+        let exclude = self.exclude.map(excluded_sql);
+        let query = |columns, range, cond| FactQuery {
+            measurement: self.measurement,
+            samples: false,
+            columns,
+            range,
+            tag_condition: self.shape.tag_sql.clone(),
+            field_condition: cond,
+            limit: None,
+            join_series_tags: false,
+        };
+        let whole = TimeRange {
+            start: choice.lo,
+            end: choice.hi,
+        };
+        let (rolled_cols, rolled_from) = sqlgen::fact_parts(&query(
+            rollup::rollup_columns(&calls, &field),
+            whole,
+            exclude.clone(),
+        ));
+        // The rollup table, read without FINAL: the merge adds its rows.
+        let raw_table = format!(" FROM {} FINAL", sql_ident(self.measurement));
+        let Some(rest) = rolled_from.strip_prefix(&raw_table) else {
+            return Ok(None);
+        };
+        let table = rollup::table_name(&choice, self.measurement);
+        let ends = match &exclude {
+            Some(e) => format!("{} AND {e}", rollup::outside_sql(&choice)),
+            None => rollup::outside_sql(&choice),
+        };
+        let (raw_cols, raw_from) = sqlgen::fact_parts(&query(
+            rollup::raw_columns(&calls, &field),
+            self.read,
+            Some(ends),
+        ));
+        let from = format!(
+            " FROM (SELECT {rolled_cols} FROM {}{rest} UNION ALL SELECT {raw_cols}{raw_from})",
+            sql_ident(&table)
+        );
+        let facts = pushdown::FactsSql {
+            columns: "*",
+            from: &from,
+            joined: true,
+        };
+        let groups = self.groups_sql();
+        Ok(Some(pushdown::grouped_sql(
             facts,
             self.shape.interval,
-            grouping,
-            &self.pushed_columns(has),
+            self.grouping(&groups),
+            &rollup::merge_columns(&calls),
             self.max_points as u64 + 1,
-        ))
+        )))
     }
 
     /// Whether the shards group pushed partials by series (grouped by
