@@ -241,7 +241,7 @@ fn statements(start: i64, end: i64, fields: &[&str]) -> Vec<String> {
 async fn rollups_answer_as_raw_points_do() -> Result<()> {
     let mut s = Stack::start().await?;
     let seed = now_ns() as u64 | 1;
-    println!("seed {seed}");
+    eprintln!("seed {seed}");
     let mut rng = Rng(seed);
     let now = now_ns();
     let t0 = now - 30 * HOUR;
@@ -252,7 +252,7 @@ async fn rollups_answer_as_raw_points_do() -> Result<()> {
     let (start, end) = (t0 + 37 * MINUTE + 13 * S, t1 - 11 * MINUTE - 7 * S);
     let asked = statements(start, end, &["usage", "load"]);
     let rolled = s.compare(&asked).await?;
-    println!("{} statements, {rolled} read rollups", asked.len());
+    eprintln!("{} statements, {rolled} read rollups", asked.len());
     // Every statement but those of 90 s windows (no level tiles them).
     let odd = asked.iter().filter(|q| q.contains("time(90s)")).count() as u64;
     ensure!(
