@@ -38,6 +38,7 @@ impl Stack {
             .shards(4)
             .rf(1)
             .routers(1)
+            .node_args(&["--engine-rollups", "true"])
             .bin_dir(bin_dir())
             .start()?;
         let raw_router = shardhouse_test_support::RouterProc::start(

@@ -49,8 +49,10 @@ pub struct EngineConfig {
     /// point once (rewrites.rs): for comparing, or if in doubt.
     pub reads_always_final: bool,
     /// Keep 1-minute and 1-hour rollups of measurements created from now
-    /// on, and read them where exact (rollups.rs). Off: new measurements
-    /// get none (tables that have them keep them, and reads use them).
+    /// on, and read them where exact (rollups.rs). Off (the default until
+    /// the read of a range's partial buckets is cheap, docs/storage.md):
+    /// new measurements get none (tables that have them keep them, and
+    /// reads use them).
     pub rollups: bool,
 }
 
@@ -65,7 +67,7 @@ impl Default for EngineConfig {
             default_retention: None,
             retention_check_interval: Duration::from_secs(60),
             reads_always_final: false,
-            rollups: true,
+            rollups: false,
         }
     }
 }

@@ -129,7 +129,7 @@ impl Default for NodeOptions {
             default_retention_secs: 0,
             retention_check_interval_ms: 60_000,
             engine_reads_always_final: false,
-            engine_rollups: true,
+            engine_rollups: false,
             wal_write_buffer_bytes: 256 << 20,
             wal_follower_log_retention_bytes: 512 << 20,
             cluster_token_file: None,
@@ -257,7 +257,7 @@ pub struct Cli {
     #[arg(long, env = "SHARDHOUSE_NODE_ENGINE_READS_ALWAYS_FINAL")]
     pub engine_reads_always_final: Option<bool>,
     /// Keep 1-minute and 1-hour rollups of new measurements and read them
-    /// where exact (true/false; default true).
+    /// where exact (true/false; default false).
     #[arg(long, env = "SHARDHOUSE_NODE_ENGINE_ROLLUPS")]
     pub engine_rollups: Option<bool>,
     /// WAL RocksDB memtable bytes (up to 4 held); default 256 MiB.
