@@ -11,7 +11,7 @@
 
 mod support;
 
-use anyhow::{ensure, Context, Result};
+use anyhow::{ensure, Result};
 use serde_json::Value;
 use support::{bin_dir, now_ns, wait_writable, LocalCluster, Rng};
 
@@ -94,18 +94,13 @@ impl Stack {
     async fn rollup_reads(&self) -> Result<u64> {
         let mut total = 0;
         for n in &self.cluster.nodes {
-            let text = self
-                .http
-                .get(format!("http://{}/metrics", n.http))
-                .send()
-                .await?
-                .text()
-                .await?;
-            total += text
-                .lines()
-                .find_map(|l| l.strip_prefix("shardhouse_engine_reads_from_rollups_total "))
-                .map_or(Ok(0.0), str::parse::<f64>)
-                .context("reads_from_rollups metric")? as u64;
+            total += support::node_metric(
+                &self.http,
+                &n.http,
+                "shardhouse_engine_reads_from_rollups_total",
+            )
+            .await?
+            .unwrap_or(0.0) as u64;
         }
         Ok(total)
     }

@@ -119,18 +119,10 @@ async fn dashboard_minute(s: &Stack, dashboard: bool) -> Result<i64> {
     tokio::time::sleep(Duration::from_secs(11)).await;
     let mut parts = 0;
     for n in &s.cluster.nodes {
-        let text = s
-            .http
-            .get(format!("http://{}/metrics", n.http))
-            .send()
+        let v = super::support::node_metric(&s.http, &n.http, "shardhouse_engine_parts")
             .await?
-            .text()
-            .await?;
-        let v = text
-            .lines()
-            .find_map(|l| l.strip_prefix("shardhouse_engine_parts "))
             .ok_or_else(|| anyhow!("node {} has no shardhouse_engine_parts", n.id))?;
-        parts += v.trim().parse::<f64>()? as i64;
+        parts += v as i64;
     }
     Ok(parts)
 }

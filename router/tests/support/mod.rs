@@ -134,6 +134,27 @@ impl Rng {
     }
 }
 
+/// One metric's value on the node whose HTTP address is `node_http`
+/// (its first sample without labels), `None` when the node has none.
+pub async fn node_metric(
+    http: &reqwest::Client,
+    node_http: &str,
+    name: &str,
+) -> Result<Option<f64>> {
+    let text = http
+        .get(format!("http://{node_http}/metrics"))
+        .send()
+        .await?
+        .text()
+        .await?;
+    let prefix = format!("{name} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .map(|v| v.trim().parse::<f64>())
+        .transpose()
+        .map_err(Into::into)
+}
+
 /// Wall-clock now, Unix nanoseconds.
 pub fn now_ns() -> i64 {
     std::time::SystemTime::now()
