@@ -94,6 +94,12 @@ pub struct TableEntry {
     pub uuid: String,
     /// Field columns (name, engine type) of a fact table.
     pub fields: Vec<(String, String)>,
+    /// A fact table's sort order (`series-time`, `hour-series-time`): its
+    /// parts are sorted by it, so a restore creates the table with it.
+    /// Absent in manifests written before orders had names, whose tables
+    /// were all `series-time`, and for `_series`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order: Option<String>,
     pub parts: Vec<PartEntry>,
 }
 
@@ -304,6 +310,7 @@ pub(crate) mod tests {
                     table: "cpu".into(),
                     uuid: "6e1c2f2a-0000-4000-8000-000000000001".into(),
                     fields: vec![("v".into(), "Float64".into())],
+                    order: Some("hour-series-time".into()),
                     parts: vec![PartEntry {
                         name: "20261127_1_1_0".into(),
                         rows: 1000,

@@ -125,6 +125,7 @@ mod tests {
             table: "cpu".into(),
             uuid: "u".into(),
             fields: Vec::new(),
+            order: None,
             parts: parts.iter().map(|(n, r)| part(n, *r)).collect(),
         }
     }

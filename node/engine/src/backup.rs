@@ -57,6 +57,10 @@ pub struct TableParts {
     /// has another, and its part names mean other rows); empty when
     /// staged for a restore or unknown.
     pub uuid: String,
+    /// How a fact table's parts are sorted: a restore creates the table
+    /// with this order (parts sorted otherwise would read wrong). Unused
+    /// for `_series`.
+    pub order: layout::FactOrder,
 }
 
 /// What [`Engine::freeze_shard`] hardlinked.
@@ -88,13 +92,14 @@ impl Engine {
             for (id, fields) in shard_tables(&st, &databases) {
                 let chdb = layout::data_db(shard, &id.database);
                 let parts = self.inner.freeze_table(&mut conn, &chdb, &id.table, tag)?;
-                let uuid = self.inner.table_uuid(&mut conn, &chdb, &id.table)?;
+                let (uuid, order) = self.inner.table_identity(&mut conn, &chdb, &id.table)?;
                 tables.push(TableParts {
                     database: id.database,
                     table: id.table,
                     fields,
                     parts,
                     uuid,
+                    order,
                 });
             }
         }
@@ -230,13 +235,26 @@ impl Inner {
         list_parts(&shadow)
     }
 
-    /// Creates a table like a write would, then attaches the staged parts.
+    /// Creates a table like a write would, in the order its parts were
+    /// sorted for, then attaches the staged parts.
     fn attach_table(&self, conn: &mut Conn, st: &ShardState, t: &TableParts) -> Result<()> {
         let chdb = self.ensure_database(conn, st, &t.database)?;
         if t.table != SERIES_TABLE {
             layout::validate_table(&t.table)?;
             let id = TableId::new(&t.database, &t.table);
-            self.ensure_table(conn, st, &id, &t.fields)?;
+            // `_samples` came with the database, in this node's order; it
+            // is empty (the shard stored nothing), so it is made again.
+            let (_, order) = self
+                .table_identity(conn, &chdb, &t.table)
+                .unwrap_or_default();
+            if st.lock_tables().contains_key(&id) && order != t.order {
+                conn.execute(&format!(
+                    "DROP TABLE IF EXISTS {}",
+                    layout::qualified(&chdb, &t.table)
+                ))?;
+                st.lock_tables().remove(&id);
+            }
+            self.ensure_table_ordered(conn, st, &id, &t.fields, t.order)?;
             let mut cat = st.write_catalog();
             for (f, ty) in &t.fields {
                 cat.insert(&id, f, *ty);
@@ -256,19 +274,32 @@ impl Inner {
         Ok(())
     }
 
-    /// The table's data directory (absolute).
-    /// The table's UUID; empty for a table without one (all zeros).
-    fn table_uuid(&self, conn: &mut Conn, chdb: &str, table: &str) -> Result<String> {
+    /// The table's UUID (empty for a table without one: all zeros) and
+    /// its sort order (`_series`' is none of a fact table's: the default).
+    fn table_identity(
+        &self,
+        conn: &mut Conn,
+        chdb: &str,
+        table: &str,
+    ) -> Result<(String, layout::FactOrder)> {
         let batches = conn.query(&format!(
-            "SELECT toString(uuid) FROM system.tables WHERE database = {} AND name = {}",
+            "SELECT toString(uuid), sorting_key FROM system.tables WHERE database = {} AND name = {}",
             layout::literal(chdb),
             layout::literal(table)
         ))?;
         let uuid = batches.iter().flat_map(|b| strings(b, 0)).next();
-        Ok(uuid
+        let key = batches.iter().flat_map(|b| strings(b, 1)).next();
+        let order = key
+            .as_deref()
+            .and_then(layout::FactOrder::from_sorting_key)
+            .unwrap_or_default();
+        let uuid = uuid
             .filter(|u| u.chars().any(|c| c != '0' && c != '-'))
-            .unwrap_or_default())
+            .unwrap_or_default();
+        Ok((uuid, order))
     }
+
+    /// The table's data directory (absolute).
 
     fn table_path(&self, conn: &mut Conn, chdb: &str, table: &str) -> Result<PathBuf> {
         let batches = conn.query(&format!(

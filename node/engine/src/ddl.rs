@@ -34,7 +34,7 @@ impl Inner {
         }
         self.ensure_shard(conn, st)?;
         let chdb = layout::data_db(st.shard(), database);
-        for sql in layout::create_database(&chdb, database) {
+        for sql in layout::create_database(&chdb, database, self.cfg.fact_order) {
             conn.execute(&sql)?;
         }
         st.lock_tables().insert(
@@ -59,11 +59,24 @@ impl Inner {
         id: &TableId,
         fields: &[(String, FieldType)],
     ) -> Result<Vec<(String, FieldType)>> {
+        self.ensure_table_ordered(conn, st, id, fields, self.cfg.fact_order)
+    }
+
+    /// [`Self::ensure_table`] with the order a table it creates gets
+    /// (a restore's parts were sorted for their table's order).
+    pub(crate) fn ensure_table_ordered(
+        &self,
+        conn: &mut Conn,
+        st: &ShardState,
+        id: &TableId,
+        fields: &[(String, FieldType)],
+        order: layout::FactOrder,
+    ) -> Result<Vec<(String, FieldType)>> {
         let chdb = self.ensure_database(conn, st, &id.database)?;
         let mut tables = st.lock_tables();
         match tables.get_mut(id) {
             None => {
-                conn.execute(&layout::create_fact_table(&chdb, &id.table, fields))?;
+                conn.execute(&layout::create_fact_table(&chdb, &id.table, fields, order))?;
                 // Rollups only from a table's first row on: one created
                 // later would miss the rows before it.
                 // A rollup that cannot be made leaves the table without

@@ -54,6 +54,9 @@ pub struct EngineConfig {
     /// new measurements get none (tables that have them keep them, and
     /// reads use them).
     pub rollups: bool,
+    /// The sort order of fact tables created from now on (tables keep the
+    /// order they were created with; layout.rs `FactOrder`).
+    pub fact_order: crate::layout::FactOrder,
 }
 
 impl Default for EngineConfig {
@@ -68,6 +71,7 @@ impl Default for EngineConfig {
             retention_check_interval: Duration::from_secs(60),
             reads_always_final: false,
             rollups: false,
+            fact_order: crate::layout::FactOrder::default(),
         }
     }
 }

@@ -9,7 +9,8 @@
 //!   - one fact table per measurement: `(time DateTime64(9), series_id
 //!     UInt64, <field> SimpleAggregateFunction(anyLast, Nullable(T)) ...)`,
 //!     `AggregatingMergeTree PARTITION BY toYYYYMMDD(time) ORDER BY
-//!     (series_id, time)`: a point rewritten with some of its fields keeps
+//!     (toStartOfHour(time), series_id, time)` (or `(series_id, time)`,
+//!     [`FactOrder`]): a point rewritten with some of its fields keeps
 //!     the others (InfluxDB's field merge);
 //!   - `_samples`: the same shape with one field `value`, for every
 //!     Prometheus metric of the database (the metric is the series'
@@ -361,8 +362,65 @@ pub fn check_conflicts<'a>(
 /// flush durable with one `syncfs` of the data directory's filesystem
 /// (`Engine` `sync_parts`) before the flushed index moves, so the WAL never
 /// compacts entries whose rows a power loss could take.
-pub const FACT_ENGINE: &str =
-    "AggregatingMergeTree PARTITION BY toYYYYMMDD(time) ORDER BY (series_id, time)";
+pub const FACT_ENGINE: &str = "AggregatingMergeTree PARTITION BY toYYYYMMDD(time)";
+
+/// How a fact table's rows are sorted, chosen when the table is created
+/// and kept for its life (a sort key cannot change). Replicas may differ:
+/// snapshots carry rows, not parts; backups carry parts and name the
+/// order, so a restore creates the table the parts were sorted for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum FactOrder {
+    /// `(series_id, time)`: every table created before hour-first existed.
+    /// A granule holds one series' whole day, so a condition on time
+    /// alone prunes day partitions, not granules.
+    SeriesTime,
+    /// `(toStartOfHour(time), series_id, time)`: within a day, hour by
+    /// hour. A time condition prunes to the hours it names (a dashboard's
+    /// partial first bucket, a refresh's newest minutes, a rollup's range
+    /// ends); one series over many hours reads a granule per hour.
+    #[default]
+    HourSeriesTime,
+}
+
+impl FactOrder {
+    /// The `ORDER BY` clause's tuple.
+    pub fn order_by(self) -> &'static str {
+        match self {
+            FactOrder::SeriesTime => "(series_id, time)",
+            FactOrder::HourSeriesTime => "(toStartOfHour(time), series_id, time)",
+        }
+    }
+
+    /// How flags, manifests and messages name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            FactOrder::SeriesTime => "series-time",
+            FactOrder::HourSeriesTime => "hour-series-time",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<FactOrder> {
+        [FactOrder::SeriesTime, FactOrder::HourSeriesTime]
+            .into_iter()
+            .find(|o| o.name() == name)
+    }
+
+    /// The order of a table from its `system.tables` `sorting_key`
+    /// (`series_id, time`, spaces aside).
+    pub fn from_sorting_key(key: &str) -> Option<FactOrder> {
+        let key: String = key.chars().filter(|c| !c.is_whitespace()).collect();
+        [FactOrder::SeriesTime, FactOrder::HourSeriesTime]
+            .into_iter()
+            .find(|o| {
+                let want: String = o
+                    .order_by()
+                    .chars()
+                    .filter(|c| !c.is_whitespace())
+                    .collect();
+                want.trim_start_matches('(').trim_end_matches(')') == key
+            })
+    }
+}
 
 /// Settings of the engine's writer connections.
 pub const WRITER_SETTINGS: &[&str] = &["SET throw_on_max_partitions_per_insert_block = 0"];
@@ -377,7 +435,12 @@ pub const WRITER_SETTINGS: &[&str] = &["SET throw_on_max_partitions_per_insert_b
 pub const FLUSHED_ENGINE: &str = "ReplacingMergeTree(`index`) ORDER BY k";
 
 /// `CREATE TABLE IF NOT EXISTS` for a fact table with the given fields.
-pub fn create_fact_table(db: &str, measurement: &str, fields: &[(String, FieldType)]) -> String {
+pub fn create_fact_table(
+    db: &str,
+    measurement: &str,
+    fields: &[(String, FieldType)],
+    order: FactOrder,
+) -> String {
     let mut sql = format!(
         "CREATE TABLE IF NOT EXISTS {} ({} DateTime64(9), {} UInt64",
         qualified(db, measurement),
@@ -387,7 +450,10 @@ pub fn create_fact_table(db: &str, measurement: &str, fields: &[(String, FieldTy
     for (name, t) in fields {
         sql.push_str(&format!(", {} {}", ident(name), t.clickhouse()));
     }
-    sql.push_str(&format!(") ENGINE = {FACT_ENGINE}"));
+    sql.push_str(&format!(
+        ") ENGINE = {FACT_ENGINE} ORDER BY {}",
+        order.order_by()
+    ));
     sql
 }
 
@@ -424,7 +490,7 @@ pub const SERIES_COLUMNS: &str =
 /// DDL of a database's storage in a shard: its chDB database (commented
 /// with the name, so a restart finds the name again), the tag index, the
 /// settings table and the Prometheus samples table.
-pub fn create_database(db: &str, name: &str) -> Vec<String> {
+pub fn create_database(db: &str, name: &str, order: FactOrder) -> Vec<String> {
     vec![
         format!(
             "CREATE DATABASE IF NOT EXISTS {} COMMENT {}",
@@ -439,7 +505,12 @@ pub fn create_database(db: &str, name: &str) -> Vec<String> {
             "CREATE TABLE IF NOT EXISTS {} (name String, retention_ns Int64, `index` UInt64) ENGINE = ReplacingMergeTree(`index`) ORDER BY tuple()",
             qualified(db, DATABASE_TABLE)
         ),
-        create_fact_table(db, SAMPLES_TABLE, &[("value".to_string(), FieldType::Float64)]),
+        create_fact_table(
+            db,
+            SAMPLES_TABLE,
+            &[("value".to_string(), FieldType::Float64)],
+            order,
+        ),
     ]
 }
 

@@ -18,7 +18,7 @@ use shardhouse_common::proto::{
 };
 use shardhouse_common::status;
 use shardhouse_engine::backup::{FrozenShard, ShardDatabase, TableParts};
-use shardhouse_engine::layout::FieldType;
+use shardhouse_engine::layout::{FactOrder, FieldType};
 use tonic::{Request, Response, Status};
 
 use crate::context::NodeContext;
@@ -316,6 +316,8 @@ async fn upload_frozen(
                 .iter()
                 .map(|(n, ty)| (n.clone(), ty.name().to_string()))
                 .collect(),
+            order: (t.table != shardhouse_engine::layout::SERIES_TABLE)
+                .then(|| t.order.name().to_string()),
             parts: parts
                 .into_iter()
                 .map(|plan| match plan {
@@ -411,6 +413,7 @@ async fn download_shard(
             fields: parse_fields(&t.fields)?,
             parts,
             uuid: String::new(),
+            order: parse_order(t.order.as_deref())?,
         });
     }
     futures::stream::iter(work)
@@ -435,9 +438,31 @@ fn parse_fields(fields: &[(String, String)]) -> Result<Vec<(String, FieldType)>,
         .collect()
 }
 
+/// A manifest's table order; none named is `series-time`, the only
+/// order before orders had names.
+fn parse_order(order: Option<&str>) -> Result<FactOrder, BackupError> {
+    match order {
+        None => Ok(FactOrder::SeriesTime),
+        Some(o) => FactOrder::parse(o).ok_or_else(|| BackupError::BadName {
+            name: o.to_string(),
+            reason: "a table sort order this release does not know (series-time, hour-series-time)"
+                .into(),
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn orders_unnamed_in_old_manifests_are_series_time() {
+        assert_eq!(parse_order(None).unwrap(), FactOrder::SeriesTime);
+        for o in [FactOrder::SeriesTime, FactOrder::HourSeriesTime] {
+            assert_eq!(parse_order(Some(o.name())).unwrap(), o);
+        }
+        assert!(parse_order(Some("time-first")).is_err());
+    }
 
     #[test]
     fn field_types_round_trip_through_their_names() {

@@ -75,6 +75,9 @@ pub struct NodeOptions {
     /// Keep rollups of new measurements and read them where exact
     /// (docs/storage.md, "Rollups").
     pub engine_rollups: bool,
+    /// Sort order of fact tables created from now on: `hour-series-time`
+    /// (the default) or `series-time` (docs/storage.md, "Sort order").
+    pub engine_fact_order: String,
     /// RocksDB memtable size of the WAL; up to 4 are held, so the WAL's
     /// memtables take at most 4x this (the operator sizes it to the pod's
     /// memory limit).
@@ -130,6 +133,9 @@ impl Default for NodeOptions {
             retention_check_interval_ms: 60_000,
             engine_reads_always_final: false,
             engine_rollups: false,
+            engine_fact_order: shardhouse_engine::layout::FactOrder::default()
+                .name()
+                .to_string(),
             wal_write_buffer_bytes: 256 << 20,
             wal_follower_log_retention_bytes: 512 << 20,
             cluster_token_file: None,
@@ -260,6 +266,10 @@ pub struct Cli {
     /// where exact (true/false; default false).
     #[arg(long, env = "SHARDHOUSE_NODE_ENGINE_ROLLUPS")]
     pub engine_rollups: Option<bool>,
+    /// Sort order of fact tables created from now on: hour-series-time
+    /// (default) or series-time.
+    #[arg(long, env = "SHARDHOUSE_NODE_ENGINE_FACT_ORDER")]
+    pub engine_fact_order: Option<String>,
     /// WAL RocksDB memtable bytes (up to 4 held); default 256 MiB.
     #[arg(long, env = "SHARDHOUSE_NODE_WAL_WRITE_BUFFER_BYTES")]
     pub wal_write_buffer_bytes: Option<usize>,
@@ -318,6 +328,7 @@ impl NodeOptions {
             retention_check_interval_ms,
             engine_reads_always_final,
             engine_rollups,
+            engine_fact_order,
             wal_write_buffer_bytes,
             wal_follower_log_retention_bytes;
             optional: chdb_dir, init_cluster, cluster_token_file
@@ -327,6 +338,12 @@ impl NodeOptions {
     /// Rejects options the process could not run with.
     pub fn validate(&self) -> Result<()> {
         let bad = |m: String| Err(NodeError::InvalidOptions(m));
+        if shardhouse_engine::layout::FactOrder::parse(&self.engine_fact_order).is_none() {
+            return bad(format!(
+                "--engine-fact-order {:?} is not a sort order: use hour-series-time or series-time",
+                self.engine_fact_order
+            ));
+        }
         if self.node_id == 0 {
             return bad("--node-id must be >= 1 (0 means 'no node' in Raft)".into());
         }
@@ -461,6 +478,27 @@ mod tests {
         ])
         .unwrap();
         assert!(NodeOptions::load(bad_rf).is_err());
+        let order = |o: &str| {
+            NodeOptions::load(
+                Cli::try_parse_from([
+                    "shardhouse-node",
+                    "--node-id",
+                    "1",
+                    "--engine-fact-order",
+                    o,
+                ])
+                .unwrap(),
+            )
+        };
+        assert_eq!(
+            order("series-time").unwrap().engine_fact_order,
+            "series-time"
+        );
+        let e = order("time-first").unwrap_err().to_string();
+        assert!(
+            e.contains("time-first") && e.contains("hour-series-time"),
+            "{e}"
+        );
     }
 
     #[test]

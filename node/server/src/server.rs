@@ -144,6 +144,9 @@ fn engine_config(opts: &NodeOptions, cores: u32) -> EngineConfig {
         retention_check_interval: Duration::from_millis(opts.retention_check_interval_ms),
         reads_always_final: opts.engine_reads_always_final,
         rollups: opts.engine_rollups,
+        // validate() refused any other name.
+        fact_order: shardhouse_engine::layout::FactOrder::parse(&opts.engine_fact_order)
+            .unwrap_or_default(),
     }
 }
 

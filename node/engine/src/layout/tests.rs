@@ -144,6 +144,7 @@ fn ddl_quotes_names() {
         "shard_0001",
         "cpu load",
         &[("v".into(), FieldType::Float64)],
+        FactOrder::SeriesTime,
     );
     assert!(sql.contains("`shard_0001`.`cpu load`"), "{sql}");
     assert!(
@@ -158,14 +159,39 @@ fn no_table_syncs_file_by_file() {
     // Durability comes from one syncfs per flush (engine.rs); per-file
     // fsyncs would be ~10 device flushes per part on the WAL's disk.
     let mut ddl = create_shard("shard_0001");
-    ddl.extend(create_database("shard_0001_00", "db"));
+    ddl.extend(create_database("shard_0001_00", "db", FactOrder::default()));
     ddl.push(create_fact_table(
         "shard_0001",
         "cpu",
         &[("v".into(), FieldType::Float64)],
+        FactOrder::default(),
     ));
     for q in &ddl {
         assert!(!q.contains("fsync"), "{q}");
     }
     assert!(ddl.iter().any(|q| q.contains(FLUSHED_ENGINE)));
+}
+
+#[test]
+fn fact_orders_round_trip_through_names_and_sorting_keys() {
+    for o in [FactOrder::SeriesTime, FactOrder::HourSeriesTime] {
+        assert_eq!(FactOrder::parse(o.name()), Some(o));
+        let sql = create_fact_table("d", "cpu", &[], o);
+        assert!(
+            sql.ends_with(&format!("ORDER BY {}", o.order_by())),
+            "{sql}"
+        );
+    }
+    // As system.tables lists them.
+    assert_eq!(
+        FactOrder::from_sorting_key("series_id, time"),
+        Some(FactOrder::SeriesTime)
+    );
+    assert_eq!(
+        FactOrder::from_sorting_key("toStartOfHour(time), series_id, time"),
+        Some(FactOrder::HourSeriesTime)
+    );
+    assert_eq!(FactOrder::from_sorting_key("time, series_id"), None);
+    assert_eq!(FactOrder::parse("time-first"), None);
+    assert_eq!(FactOrder::default(), FactOrder::HourSeriesTime);
 }

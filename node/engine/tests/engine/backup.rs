@@ -120,6 +120,7 @@ fn a_merged_part_restores_from_the_parts_it_was_merged_from() {
         table: "cpu".into(),
         uuid: cpu.uuid.clone(),
         fields: Vec::new(),
+        order: None,
         parts: Vec::new(),
     };
     let mut copied = Vec::new();
