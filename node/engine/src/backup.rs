@@ -244,10 +244,8 @@ impl Inner {
             let id = TableId::new(&t.database, &t.table);
             // `_samples` came with the database, in this node's order; it
             // is empty (the shard stored nothing), so it is made again.
-            let (_, order) = self
-                .table_identity(conn, &chdb, &t.table)
-                .unwrap_or_default();
-            if st.lock_tables().contains_key(&id) && order != t.order {
+            let exists = st.lock_tables().contains_key(&id);
+            if exists && self.table_identity(conn, &chdb, &t.table)?.1 != t.order {
                 conn.execute(&format!(
                     "DROP TABLE IF EXISTS {}",
                     layout::qualified(&chdb, &t.table)

@@ -383,6 +383,8 @@ pub enum FactOrder {
 }
 
 impl FactOrder {
+    const ALL: [FactOrder; 2] = [FactOrder::SeriesTime, FactOrder::HourSeriesTime];
+
     /// The `ORDER BY` clause's tuple.
     pub fn order_by(self) -> &'static str {
         match self {
@@ -400,9 +402,7 @@ impl FactOrder {
     }
 
     pub fn parse(name: &str) -> Option<FactOrder> {
-        [FactOrder::SeriesTime, FactOrder::HourSeriesTime]
-            .into_iter()
-            .find(|o| o.name() == name)
+        FactOrder::ALL.into_iter().find(|o| o.name() == name)
     }
 
     /// The order of a table from its `system.tables` `sorting_key`
