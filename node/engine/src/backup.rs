@@ -298,7 +298,6 @@ impl Inner {
     }
 
     /// The table's data directory (absolute).
-
     fn table_path(&self, conn: &mut Conn, chdb: &str, table: &str) -> Result<PathBuf> {
         let batches = conn.query(&format!(
             "SELECT arrayJoin(data_paths) FROM system.tables WHERE database = {} AND name = {}",
