@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use arrow_array::{ArrayRef, RecordBatch, TimestampNanosecondArray, UInt64Array};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
-use shardhouse_engine::layout::{create_fact_table, FieldType};
+use shardhouse_engine::layout::{create_fact_table, FactOrder, FieldType};
 use shardhouse_engine::pool::Pool;
 use shardhouse_engine::Engine;
 use shardhouse_test_support::arrow::ts_field;
@@ -145,7 +145,7 @@ pub(crate) fn fact_ddl(variant: &str, table: &str) -> String {
             any_last.join(", ")
         ),
         // layout 2 and its variants: the node's DDL.
-        _ => create_fact_table("bench", table, &fields),
+        _ => create_fact_table("bench", table, &fields, FactOrder::default()),
     }
 }
 

@@ -11,7 +11,7 @@ mod tables;
 use std::time::Instant;
 
 use anyhow::Result;
-use shardhouse_engine::layout::{create_fact_table, FieldType};
+use shardhouse_engine::layout::{create_fact_table, FactOrder, FieldType};
 use shardhouse_engine::{Engine, EngineConfig};
 use shardhouse_test_support::measure::{fmt_int, CpuSplit};
 
@@ -115,7 +115,7 @@ fn main() -> Result<()> {
             .collect();
         exec(
             pool,
-            &create_fact_table("bench", "shardhouse_layout", &fields),
+            &create_fact_table("bench", "shardhouse_layout", &fields, FactOrder::default()),
         )?;
         let t = insert_all(pool, "shardhouse_layout", &l.schema, &l.batches)?;
         let rate = rows as f64 / t.as_secs_f64();
