@@ -40,7 +40,8 @@
 # dashboard phase), DASHBOARD_SECS (60), DASHBOARD_RATE (100000 points/s).
 # BIG=1 is the larger-cardinality variant: 10,000 hosts over 3 hours.
 # ROLLUPS (1; 0 starts the router with --query-rollups false: raw points
-# only). Before the last lines, `query_<name>_rows_read=<N>`: the rows the
+# only). ROUTER_ARGS: more router flags (e.g. "--query-percentile-windows
+# false"). Before the last lines, `query_<name>_rows_read=<N>`: the rows the
 # nodes' engine read for one asking (its SelectedRows event, through
 # shardhouse_engine_selected_rows_total), so a long panel shows whether it
 # read rollups or raw points.
@@ -122,10 +123,11 @@ sh_cluster_init "$WORK/cluster" "$NODES"
 sh_start_etcd
 sh_start_nodes "$SHARDS" "$RF"
 # ROLLUPS=0: the router never offers the nodes rollups (the raw read, to
-# compare in one run with a second router: ROLLUPS=both).
+# compare with a run without it). ROUTER_ARGS: more router flags.
+read -r -a router_args <<<"${ROUTER_ARGS:-}"
 case "${ROLLUPS:-1}" in
-  0) sh_start_router --query-rollups false ;;
-  *) sh_start_router ;;
+  0) sh_start_router --query-rollups false "${router_args[@]}" ;;
+  *) sh_start_router "${router_args[@]}" ;;
 esac
 # shellcheck disable=SC2119
 sh_wait_writable || { log "cluster never became writable"; exit 1; }

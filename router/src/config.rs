@@ -69,6 +69,9 @@ pub struct RouterOptions {
     /// Offer the nodes each pushed aggregate's equal over the rollups
     /// (read/influx/rollup.rs); off: raw points always.
     pub query_rollups: bool,
+    /// Shards send `percentile()` as a window around its rank
+    /// (read/influx/pushdown.rs); off: their points.
+    pub query_percentile_windows: bool,
 }
 
 /// Default `max_shard_rpcs`.
@@ -105,6 +108,7 @@ impl Default for RouterOptions {
             query_timeout_ms: 60_000,
             query_cache_mb: 64,
             query_rollups: true,
+            query_percentile_windows: true,
         }
     }
 }
@@ -176,6 +180,10 @@ pub struct Flags {
     /// Read measurements' rollups where exact (true/false; default true).
     #[arg(long, env = "SHARDHOUSE_ROUTER_QUERY_ROLLUPS")]
     pub query_rollups: Option<bool>,
+    /// Shards send a percentile's window, not their points (true/false;
+    /// default true).
+    #[arg(long, env = "SHARDHOUSE_ROUTER_QUERY_PERCENTILE_WINDOWS")]
+    pub query_percentile_windows: Option<bool>,
 }
 
 impl RouterOptions {
@@ -216,7 +224,8 @@ impl RouterOptions {
             query_max_points,
             query_timeout_ms,
             query_cache_mb,
-            query_rollups;
+            query_rollups,
+            query_percentile_windows;
             optional: tokens_file, cluster_token_file, tls_cert_file, tls_key_file
         );
         o.validate()?;

@@ -148,6 +148,15 @@ pub static TLS_EVENTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     ))
 });
 
+/// `percentile()` statements whose shard windows did not decide the rank
+/// and were read again as points (read/influx/pushdown.rs).
+pub static QUERY_PERCENTILE_REREADS: LazyLock<IntCounter> = LazyLock::new(|| {
+    must!(register_int_counter!(
+        "shardhouse_router_query_percentile_rereads_total",
+        "percentile() statements read again as points because the shards' rank windows did not decide the answer"
+    ))
+});
+
 /// The InfluxQL cache of settled buckets (read/influx/cache.rs).
 pub static QUERY_CACHE_HITS: LazyLock<IntCounter> = LazyLock::new(|| {
     must!(register_int_counter!(
@@ -211,6 +220,7 @@ pub fn init() {
     LazyLock::force(&SERIES_CACHE_CLEARS);
     LazyLock::force(&TLS_EVENTS);
     LazyLock::force(&QUERY_CACHE_HITS);
+    LazyLock::force(&QUERY_PERCENTILE_REREADS);
     LazyLock::force(&QUERY_CACHE_MISSES);
     LazyLock::force(&QUERY_CACHE_INVALIDATIONS);
     LazyLock::force(&QUERY_CACHE_BYTES);

@@ -9,6 +9,8 @@
 mod dashboard;
 #[path = "influx_query/eval.rs"]
 mod eval;
+#[path = "influx_query/percentile.rs"]
+mod percentile;
 #[path = "influx_query/selects.rs"]
 mod selects;
 #[path = "influx_query/statements.rs"]
@@ -135,6 +137,7 @@ async fn influxql_answers_equal_one_place_evaluation() -> Result<()> {
 
     selects::aggregates(&s, &w).await?;
     selects::selectors_and_raw(&s, &w).await?;
+    percentile::windows(&s, &w).await?;
     statements::show(&s).await?;
     statements::errors(&s).await?;
     statements::chunked(&s, &w).await?;

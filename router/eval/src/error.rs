@@ -32,6 +32,11 @@ pub enum Error {
         left: &'static str,
         right: &'static str,
     },
+    /// The shards' windows around a `percentile()` rank did not decide it
+    /// (`aggregate::rank`): the router reads the points instead, so a
+    /// client never sees this.
+    #[error("percentile(): the shards' windows do not decide the rank; the points must be read")]
+    RankUndecided,
     /// `tz('...')` named a zone we do not know.
     #[error("unable to find time zone {0}")]
     UnknownTimeZone(String),

@@ -3,7 +3,7 @@
 
 use std::cmp::Ordering;
 
-use super::{Aggregate, Occurrences, Partial, Sum};
+use super::{rank, Aggregate, Occurrences, Partial, Sum};
 use crate::error::{Error, Result};
 use crate::value::{Point, Value, ValueKey};
 
@@ -84,6 +84,12 @@ impl Partial {
                 .map(BucketOutput::at)
                 .into_iter()
                 .collect()),
+            (Partial::Windows(windows), Aggregate::Percentile(p)) => {
+                match rank::select(windows, *p) {
+                    Ok(point) => Ok(point.map(BucketOutput::at).into_iter().collect()),
+                    Err(rank::Undecided) => Err(Error::RankUndecided),
+                }
+            }
             (Partial::Points(points), Aggregate::Sample(n)) => {
                 Ok(sample(points, *n).map(BucketOutput::at).collect())
             }
@@ -160,7 +166,7 @@ fn sample(points: &[Point], n: usize) -> impl Iterator<Item = &Point> {
     picked.into_iter()
 }
 
-fn by_value(a: &Value, b: &Value) -> Ordering {
+pub(super) fn by_value(a: &Value, b: &Value) -> Ordering {
     match (a, b) {
         (Value::Float(a), Value::Float(b)) => a.total_cmp(b),
         _ => a.partial_cmp_same_type(b).unwrap_or(Ordering::Equal),
@@ -187,14 +193,10 @@ fn median(points: &[Point]) -> Value {
 /// Nearest rank, as InfluxDB: index `floor(n·p/100 + 0.5) − 1` of the
 /// points sorted by value (equal values by time); none outside `[0, n)`.
 fn percentile(points: &[Point], p: f64) -> Option<&Point> {
-    let n = points.len();
-    let i = (n as f64 * p / 100.0 + 0.5).floor() as i64 - 1;
-    if i < 0 || i >= n as i64 {
-        return None;
-    }
+    let k = rank::nearest_rank(points.len() as u64, p)?;
     let mut sorted: Vec<&Point> = points.iter().collect();
-    sorted.sort_by(|a, b| by_value(&a.value, &b.value).then(a.time.cmp(&b.time)));
-    Some(sorted[i as usize])
+    sorted.sort_by(|a, b| rank::rank_order(a, b));
+    Some(sorted[(k - 1) as usize])
 }
 
 /// InfluxDB 1.8's `mode()` scan over the values in ascending order, with

@@ -15,6 +15,7 @@
 //! | `spread` | min and max | |
 //! | `stddev` | `n`, exact `Σx`, exact `Σx²` ([`Moments`]) | see [`crate::exact`] |
 //! | `median`, `percentile`, `integral` | the points | nothing smaller is exact |
+//! | `percentile` (pushed down) | per part, a sorted slice around its rank ([`RankWindow`]) | exact when the slices decide the rank, else the points are read ([`rank`]) |
 //! | `mode` | value → (count, first time, last time) | counts add; times take min/max |
 //! | `distinct`, `count(distinct)` | value → (first time, last time) | set union |
 //! | `top`, `bottom` | the N best points (with tag arguments: the best point per tag combination) | the N best of a union are among the N best of each part |
@@ -22,6 +23,7 @@
 mod call;
 mod finish;
 pub mod heads;
+pub mod rank;
 
 use std::collections::BTreeMap;
 
@@ -33,6 +35,7 @@ use crate::value::{Point, Value, ValueKey};
 
 pub use call::Aggregate;
 pub use finish::BucketOutput;
+pub use rank::RankWindow;
 
 /// Which point wins a comparison, with InfluxDB 1.8's tie rules:
 /// `min`/`max` prefer the earlier point on equal values; `first`/`last`
@@ -153,6 +156,9 @@ pub enum Partial {
     },
     /// `median`, `percentile`, `integral`: the points themselves.
     Points(Vec<Point>),
+    /// `percentile` as shards compute it: per part of the group, a sorted
+    /// slice around the rank ([`rank`]).
+    Windows(Vec<RankWindow>),
     Mode(BTreeMap<ValueKey, Occurrences>),
     /// `distinct` and `count(distinct)`.
     Distinct(BTreeMap<ValueKey, Seen>),
@@ -207,6 +213,12 @@ impl Partial {
             Partial::Points(points) => {
                 same_type(function, points.first().map(|p| &p.value), &point.value)?;
                 points.push(point.clone());
+            }
+            Partial::Windows(_) => {
+                return Err(Error::PartialMismatch {
+                    left: "rank windows",
+                    right: "point",
+                })
             }
             Partial::Mode(map) => {
                 same_type_key(function, map.keys().next(), &point.value)?;
@@ -291,6 +303,8 @@ impl Partial {
                 }
                 a.extend(b);
             }
+            (Partial::Windows(a), Partial::Windows(b)) => rank::merge(function, a, b)?,
+            (Partial::Points(a), b @ Partial::Windows(_)) if a.is_empty() => *self = b, // empty
             (Partial::Mode(a), Partial::Mode(b)) => {
                 if let Some((k, _)) = b.iter().next() {
                     same_type_key(function, a.keys().next(), &k.to_value())?;
@@ -382,6 +396,7 @@ impl Partial {
             Partial::Sum(s) => matches!(s, Sum::Empty),
             Partial::Mean { count, .. } => *count == 0,
             Partial::Points(p) => p.is_empty(),
+            Partial::Windows(w) => w.iter().all(|w| w.total == 0),
             Partial::Mode(m) => m.is_empty(),
             Partial::Distinct(m) => m.is_empty(),
             Partial::Selected(_, p) => p.is_none(),
@@ -398,6 +413,7 @@ impl Partial {
             Partial::Sum(_) => "sum",
             Partial::Mean { .. } => "mean",
             Partial::Points(_) => "points",
+            Partial::Windows(_) => "rank windows",
             Partial::Mode(_) => "mode",
             Partial::Distinct(_) => "distinct",
             Partial::Selected(..) => "selector",
@@ -416,7 +432,7 @@ fn conflict(function: &'static str, held: &'static str, value: &Value) -> Error 
     }
 }
 
-fn same_type(function: &'static str, held: Option<&Value>, value: &Value) -> Result<()> {
+pub(crate) fn same_type(function: &'static str, held: Option<&Value>, value: &Value) -> Result<()> {
     match held {
         Some(h) if std::mem::discriminant(h) != std::mem::discriminant(value) => {
             Err(conflict(function, h.type_name(), value))

@@ -68,7 +68,7 @@ pub async fn run(ctx: &Ctx<'_>, stmt: &SelectStatement) -> Result<Vec<Series>> {
     let mut out = Vec::new();
     for (database, measurement) in &pairs {
         let alone = pairs.len() == 1;
-        let mut series = one_measurement(ctx, stmt, database, measurement, alone).await?;
+        let mut series = one_measurement(ctx, stmt, database, measurement, alone, false).await?;
         out.append(&mut series);
     }
     if pairs.iter().any(|(d, _)| *d != pairs[0].0) {
@@ -192,13 +192,15 @@ pub(crate) async fn database_exists(ctx: &Ctx<'_>, database: &str) -> Result<boo
 /// statement needs tags), the facts (each shard's points or partial
 /// aggregates, `facts.rs`) and their merge into the answer (`merge.rs`).
 /// `alone`: the statement reads no other measurement (see
-/// [`plan_fields`]).
+/// [`plan_fields`]). `points`: the shards send points, not partials (a
+/// percentile their windows did not decide is read again so).
 async fn one_measurement(
     ctx: &Ctx<'_>,
     stmt: &SelectStatement,
     database: &str,
     measurement: &str,
     alone: bool,
+    points: bool,
 ) -> Result<Vec<Series>> {
     let schema = schema(ctx, database, measurement).await?;
     let Some(shape) = Shape::of(ctx, stmt, &schema, database, measurement).await? else {
@@ -209,15 +211,7 @@ async fn one_measurement(
         SeriesNeed::First => Some(series_tags(ctx, &shape, &schema, database, measurement).await?),
         _ => None,
     };
-    let tag_keys: BTreeSet<String> = series
-        .iter()
-        .flat_map(|s| s.values().flat_map(|t| t.keys().cloned()))
-        .collect();
-    let dims = dimensions(&shape.dims_spec, &tag_keys)?;
-    let shown_tags: BTreeSet<String> = tag_keys
-        .difference(&dims.iter().cloned().collect())
-        .cloned()
-        .collect();
+    let (dims, shown_tags) = dims_and_shown_tags(&shape.dims_spec, series.as_ref())?;
     let planned = plan_fields(&stmt.fields, &schema, &shown_tags, shape.duration(), alone)?;
     super::fields::check_top_limit(&stmt.fields, stmt.limit)?;
     if planned.plans.is_empty() {
@@ -233,7 +227,8 @@ async fn one_measurement(
     };
     // Shards aggregate in chDB when every field is a pushable aggregate of
     // a field (pushdown.rs); otherwise they send their points.
-    let pushed = windowing.zone.is_none() && pushable(&planned, &schema);
+    let windows = ctx.router.options.query_percentile_windows;
+    let pushed = !points && windowing.zone.is_none() && pushable(&planned, &schema, windows);
     let grouping_key = grouping::key(database, measurement, shape.tag_sql.as_deref(), &dims);
     let heads = shape.interval.is_none() && has_first_or_last(&planned);
     let facts = facts::Facts {
@@ -284,7 +279,13 @@ async fn one_measurement(
         planned.assemble(gathered),
         &windowing,
         opts,
-    )?;
+    );
+    if pushed && matches!(out, Err(shardhouse_eval::Error::RankUndecided)) {
+        crate::metrics::QUERY_PERCENTILE_REREADS.inc();
+        let again = one_measurement(ctx, stmt, database, measurement, alone, true);
+        return Box::pin(again).await;
+    }
+    let out = out?;
     if lookback == 0 {
         return Ok(out);
     }
@@ -442,6 +443,24 @@ impl Shape {
     }
 }
 
+/// The tag keys the statement groups by ([`dimensions`]) and the others
+/// of the series read so far (shown as columns).
+fn dims_and_shown_tags(
+    dims_spec: &[Dimension],
+    series: Option<&SeriesTags>,
+) -> Result<(Vec<String>, BTreeSet<String>)> {
+    let tag_keys: BTreeSet<String> = series
+        .into_iter()
+        .flat_map(|s| s.values().flat_map(|t| t.keys().cloned()))
+        .collect();
+    let dims = dimensions(dims_spec, &tag_keys)?;
+    let shown = tag_keys
+        .difference(&dims.iter().cloned().collect())
+        .cloned()
+        .collect();
+    Ok((dims, shown))
+}
+
 /// The tag keys the statement groups by, sorted (`*` and regexes expanded
 /// against the series' tag keys).
 fn dimensions(dims_spec: &[Dimension], tag_keys: &BTreeSet<String>) -> Result<Vec<String>> {
@@ -507,7 +526,8 @@ fn has_first_or_last(planned: &Planned) -> bool {
     })
 }
 
-fn pushable(planned: &Planned, schema: &Schema) -> bool {
+/// `windows`: a percentile counts as pushable ([`pushdown::pushable`]).
+fn pushable(planned: &Planned, schema: &Schema, windows: bool) -> bool {
     planned.plans.iter().all(|p| match p {
         Plan::Aggregate {
             agg,
@@ -516,7 +536,8 @@ fn pushable(planned: &Planned, schema: &Schema) -> bool {
             ..
         } if aux_slots.is_empty() => match &planned.slots[*slot] {
             Slot::Sql(Expr::VarRef(v)) => {
-                pushdown::pushable(agg, schema.fields.get(&v.name).copied())
+                (windows || !matches!(agg, shardhouse_eval::Aggregate::Percentile(_)))
+                    && pushdown::pushable(agg, schema.fields.get(&v.name).copied())
             }
             _ => false,
         },
