@@ -9,7 +9,7 @@
 //!   - one fact table per measurement: `(time DateTime64(9), series_id
 //!     UInt64, <field> SimpleAggregateFunction(anyLast, Nullable(T)) ...)`,
 //!     `AggregatingMergeTree PARTITION BY toYYYYMMDD(time) ORDER BY
-//!     (toStartOfHour(time), series_id, time)` (or `(series_id, time)`,
+//!     (series_id, time)` (or `(toStartOfHour(time), series_id, time)`,
 //!     [`FactOrder`]): a point rewritten with some of its fields keeps
 //!     the others (InfluxDB's field merge);
 //!   - `_samples`: the same shape with one field `value`, for every
@@ -370,15 +370,17 @@ pub const FACT_ENGINE: &str = "AggregatingMergeTree PARTITION BY toYYYYMMDD(time
 /// order, so a restore creates the table the parts were sorted for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum FactOrder {
-    /// `(series_id, time)`: every table created before hour-first existed.
-    /// A granule holds one series' whole day, so a condition on time
-    /// alone prunes day partitions, not granules.
+    /// `(series_id, time)`, the default: one series' points are one run,
+    /// which one-series panels (most of a dashboard) read fastest. A
+    /// granule holds one series' whole day, so a condition on time alone
+    /// prunes day partitions, not granules.
+    #[default]
     SeriesTime,
     /// `(toStartOfHour(time), series_id, time)`: within a day, hour by
     /// hour. A time condition prunes to the hours it names (a dashboard's
     /// partial first bucket, a refresh's newest minutes, a rollup's range
-    /// ends); one series over many hours reads a granule per hour.
-    #[default]
+    /// ends); one series over many hours reads a granule per hour. Measured
+    /// against series-time in docs/storage.md ("Sort order").
     HourSeriesTime,
 }
 

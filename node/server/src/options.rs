@@ -75,8 +75,8 @@ pub struct NodeOptions {
     /// Keep rollups of new measurements and read them where exact
     /// (docs/storage.md, "Rollups").
     pub engine_rollups: bool,
-    /// Sort order of fact tables created from now on: `hour-series-time`
-    /// (the default) or `series-time` (docs/storage.md, "Sort order").
+    /// Sort order of fact tables created from now on: `series-time` (the
+    /// default) or `hour-series-time` (docs/storage.md, "Sort order").
     pub engine_fact_order: String,
     /// RocksDB memtable size of the WAL; up to 4 are held, so the WAL's
     /// memtables take at most 4x this (the operator sizes it to the pod's
@@ -266,8 +266,8 @@ pub struct Cli {
     /// where exact (true/false; default false).
     #[arg(long, env = "SHARDHOUSE_NODE_ENGINE_ROLLUPS")]
     pub engine_rollups: Option<bool>,
-    /// Sort order of fact tables created from now on: hour-series-time
-    /// (default) or series-time.
+    /// Sort order of fact tables created from now on: series-time
+    /// (default) or hour-series-time.
     #[arg(long, env = "SHARDHOUSE_NODE_ENGINE_FACT_ORDER")]
     pub engine_fact_order: Option<String>,
     /// WAL RocksDB memtable bytes (up to 4 held); default 256 MiB.
@@ -491,8 +491,8 @@ mod tests {
             )
         };
         assert_eq!(
-            order("series-time").unwrap().engine_fact_order,
-            "series-time"
+            order("hour-series-time").unwrap().engine_fact_order,
+            "hour-series-time"
         );
         let e = order("time-first").unwrap_err().to_string();
         assert!(

@@ -193,5 +193,5 @@ fn fact_orders_round_trip_through_names_and_sorting_keys() {
     );
     assert_eq!(FactOrder::from_sorting_key("time, series_id"), None);
     assert_eq!(FactOrder::parse("time-first"), None);
-    assert_eq!(FactOrder::default(), FactOrder::HourSeriesTime);
+    assert_eq!(FactOrder::default(), FactOrder::SeriesTime);
 }

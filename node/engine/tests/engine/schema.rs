@@ -56,10 +56,7 @@ fn schema_is_created_per_shard_database() {
     let sorting = e
         .query(shard, "db", "SELECT sorting_key, engine FROM system.tables WHERE database = currentDatabase() AND name = 'cpu'")
         .unwrap();
-    assert_eq!(
-        col_strings(&sorting, 0),
-        ["toStartOfHour(time), series_id, time"]
-    );
+    assert_eq!(col_strings(&sorting, 0), ["series_id, time"]);
     assert_eq!(col_strings(&sorting, 1), ["AggregatingMergeTree"]);
     let db = e.query(shard, "db", "SELECT currentDatabase()").unwrap();
     assert_eq!(
