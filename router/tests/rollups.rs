@@ -38,7 +38,15 @@ impl Stack {
             .shards(4)
             .rf(1)
             .routers(1)
-            .node_args(&["--engine-rollups", "true"])
+            // Hour first: the order rollups are meant for, and whose rollup
+            // tables are sorted like their fact table (series first is
+            // the default, its rollup DDL a unit test's).
+            .node_args(&[
+                "--engine-rollups",
+                "true",
+                "--engine-fact-order",
+                "hour-series-time",
+            ])
             .bin_dir(bin_dir())
             .start()?;
         let raw_router = shardhouse_test_support::RouterProc::start(

@@ -82,7 +82,7 @@ impl Inner {
                 // A rollup that cannot be made leaves the table without
                 // (reads use the raw rows), not the write refused.
                 if self.cfg.rollups && rollups::applies_to(&id.table) {
-                    let made = self.create_rollups(conn, &chdb, &id.table, fields);
+                    let made = self.create_rollups(conn, &chdb, &id.table, fields, order);
                     match made {
                         Ok(()) => {
                             st.lock_rollups().insert(id.clone());
@@ -127,12 +127,14 @@ impl Inner {
     /// Rollups for a table just created: any left from an earlier table
     /// of that name go first, and only an empty table gets them (one
     /// created meanwhile by another path may hold rows they would miss).
+    /// They are sorted as the table is (`order`).
     fn create_rollups(
         &self,
         conn: &mut Conn,
         chdb: &str,
         table: &str,
         fields: &[(String, FieldType)],
+        order: layout::FactOrder,
     ) -> Result<()> {
         for sql in rollups::drop(chdb, table) {
             conn.execute(&sql)?;
@@ -150,7 +152,7 @@ impl Inner {
                 message: format!("{table} already holds rows"),
             });
         }
-        rollups::create(chdb, table, fields)
+        rollups::create(chdb, table, fields, order)
             .iter()
             .try_for_each(|sql| conn.execute(sql))
     }

@@ -14,7 +14,7 @@
 
 use shardhouse_common::rollup::{self, Kind, Level, Part, LEVELS};
 
-use crate::layout::{ident, qualified, FieldType, SAMPLES_TABLE, SERIES_ID, TIME};
+use crate::layout::{ident, qualified, FactOrder, FieldType, SAMPLES_TABLE, SERIES_ID, TIME};
 
 /// Whether a table gets rollups: measurements, not the samples table
 /// (PromQL reads it by its own plans).
@@ -132,7 +132,14 @@ fn table_columns(fields: &[(String, FieldType)]) -> Vec<String> {
 
 /// DDL creating `measurement`'s rollup tables and their views, run right
 /// after the measurement's table is created and before its first insert.
-pub(crate) fn create(db: &str, measurement: &str, fields: &[(String, FieldType)]) -> Vec<String> {
+/// The tables are sorted in the measurement's `order`: hour first, a
+/// 1-hour read of the 1-minute level reads its hour, not its day.
+pub(crate) fn create(
+    db: &str,
+    measurement: &str,
+    fields: &[(String, FieldType)],
+    order: FactOrder,
+) -> Vec<String> {
     let mut out = Vec::new();
     for level in &LEVELS {
         let table = qualified(db, &rollup::table(level, measurement));
@@ -143,10 +150,10 @@ pub(crate) fn create(db: &str, measurement: &str, fields: &[(String, FieldType)]
         cols.extend(table_columns(fields));
         out.push(format!(
             "CREATE TABLE IF NOT EXISTS {table} ({}) ENGINE = AggregatingMergeTree \
-             PARTITION BY toYYYYMMDD({time}) ORDER BY ({sid}, {time})",
+             PARTITION BY toYYYYMMDD({time}) ORDER BY {}",
             cols.join(", "),
+            order.order_by(),
             time = ident(TIME),
-            sid = ident(SERIES_ID)
         ));
         out.push(format!(
             "CREATE MATERIALIZED VIEW IF NOT EXISTS {} TO {table} AS {}",
@@ -311,8 +318,11 @@ mod tests {
             ("u".to_string(), FieldType::Float64),
             ("s".to_string(), FieldType::String),
         ];
-        let ddl = create("d", "cpu", &fields);
+        let ddl = create("d", "cpu", &fields, FactOrder::SeriesTime);
         assert_eq!(ddl.len(), 4);
+        assert!(ddl[0].contains("ORDER BY (series_id, time)"), "{}", ddl[0]);
+        let hour_first = create("d", "cpu", &fields, FactOrder::HourSeriesTime);
+        assert!(hour_first[2].contains("ORDER BY (toStartOfHour(time), series_id, time)"));
         assert!(ddl[0].starts_with("CREATE TABLE IF NOT EXISTS `d`.`_sh_1h_cpu` (`time` DateTime64(9), `series_id` UInt64, `c:u` SimpleAggregateFunction(sum, UInt64), `s:u` SimpleAggregateFunction(sum, Float64)"));
         assert!(ddl[0].contains("`f:u` SimpleAggregateFunction(min, Tuple(Int64, Float64))"));
         assert!(ddl[0].contains("`c:s` SimpleAggregateFunction(sum, UInt64)"));
