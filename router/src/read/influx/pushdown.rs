@@ -331,7 +331,8 @@ fn negate(v: Value) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow_array::{Int64Array, StructArray, UInt64Array};
+    use arrow_array::{Float64Array, Int64Array, ListArray, StructArray, UInt64Array};
+    use arrow_buffer::OffsetBuffer;
     use arrow_schema::{DataType, Field, Fields, Schema};
     use std::sync::Arc;
 
@@ -374,6 +375,67 @@ mod tests {
             grouped_sql(joined, None, Grouping::BySeries, &["count() AS `__n`".into()], 3),
             "SELECT toInt64(0) AS `__b`, `__sid` AS `__gsid`, count() AS `__n` FROM (SELECT 1 AS `a` FROM `cpu` FINAL) GROUP BY `__b`, `__gsid` LIMIT 3"
         );
+    }
+
+    #[test]
+    fn a_percentile_row_becomes_its_rank_window() {
+        let cols = columns(0, &Aggregate::Percentile(95.0), "s1", true, false, false);
+        assert_eq!(cols.len(), 3);
+        assert!(
+            cols[1].contains("count(`s1`) * 95.0 / 100 + 0.5") && cols[1].ends_with("AS `agg_r0`")
+        );
+        assert!(cols[2].starts_with(
+            "arraySlice(arraySort(groupArrayIf((`s1`, `__t`), `s1` IS NOT NULL)), `agg_r0`"
+        ));
+        // The engine's cell: (value, time) tuples; the router sorts them
+        // again by its rank order.
+        let tuples = StructArray::new(
+            Fields::from(vec![
+                Field::new("1", DataType::Float64, true),
+                Field::new("2", DataType::Int64, false),
+            ]),
+            vec![
+                Arc::new(Float64Array::from(vec![2.0, 1.0, 2.0])) as ArrayRef,
+                Arc::new(Int64Array::from(vec![9, 5, 3])),
+            ],
+            None,
+        );
+        let item = Arc::new(Field::new("item", tuples.data_type().clone(), false));
+        let list = ListArray::new(
+            item,
+            OffsetBuffer::new(vec![0, 3].into()),
+            Arc::new(tuples),
+            None,
+        );
+        let schema = Schema::new(vec![
+            Field::new("agg_c0", DataType::UInt64, false),
+            Field::new("agg_r0", DataType::Int64, false),
+            Field::new("agg_w0", list.data_type().clone(), false),
+        ]);
+        let b = RecordBatch::try_new(
+            Arc::new(schema),
+            vec![
+                Arc::new(UInt64Array::from(vec![40])),
+                Arc::new(Int64Array::from(vec![36])),
+                Arc::new(list),
+            ],
+        )
+        .unwrap();
+        let pts = |v: &[(i64, f64)]| {
+            v.iter()
+                .map(|(t, x)| Point::new(*t, Value::Float(*x)))
+                .collect()
+        };
+        assert_eq!(
+            partial(&b, 0, 0, &Aggregate::Percentile(95.0)),
+            Some(Partial::Windows(vec![RankWindow {
+                total: 40,
+                start: 36,
+                points: pts(&[(5, 1.0), (3, 2.0), (9, 2.0)]),
+            }]))
+        );
+        assert!(pushable(&Aggregate::Percentile(50.0), Some("integer")));
+        assert!(!pushable(&Aggregate::Percentile(50.0), Some("string")));
     }
 
     #[test]
