@@ -44,7 +44,16 @@ struct Stack {
 
 impl Stack {
     async fn query_raw(&self, q: &str, extra: &[(&str, &str)]) -> Result<(u16, String)> {
-        let mut params = vec![("db", DB), ("q", q)];
+        self.query_raw_in(DB, q, extra).await
+    }
+
+    async fn query_raw_in(
+        &self,
+        db: &str,
+        q: &str,
+        extra: &[(&str, &str)],
+    ) -> Result<(u16, String)> {
+        let mut params = vec![("db", db), ("q", q)];
         params.extend_from_slice(extra);
         let r = self
             .http
@@ -57,7 +66,12 @@ impl Stack {
 
     /// The first statement's result, times as integer nanoseconds.
     async fn query(&self, q: &str) -> Result<Value> {
-        let (status, body) = self.query_raw(q, &[("epoch", "ns")]).await?;
+        self.query_in(DB, q).await
+    }
+
+    /// [`Stack::query`] over database `db`.
+    async fn query_in(&self, db: &str, q: &str) -> Result<Value> {
+        let (status, body) = self.query_raw_in(db, q, &[("epoch", "ns")]).await?;
         ensure!(status == 200, "{q} answered {status}: {body}");
         let v: Value = serde_json::from_str(&body)?;
         let r = v["results"][0].clone();

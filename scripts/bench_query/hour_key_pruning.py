@@ -1,10 +1,9 @@
 #!/usr/bin/env python3
 """Whether a time condition prunes an hour-first fact table (issue 28).
 
-Needs the tables `t.py`-style setup: run with a chDB session directory
-holding `sf` (ORDER BY (series_id, time)) and `hf` (ORDER BY
-(toStartOfHour(time), series_id, time)), each 24 h of 1,000 series at
-10 s merged to one part, built by the setup below when missing. Prints the
+In a chDB session directory: `sf` (ORDER BY (series_id, time)) and `hf`
+(ORDER BY (toStartOfHour(time), series_id, time)), each 24 h of 1,000
+series at 10 s merged to one part, built first when missing. Prints the
 granules each read keeps (EXPLAIN indexes=1) and its time per query.
 
 usage: hour_key_pruning.py [DIR]   (default /tmp/hour-key-pruning)
@@ -13,7 +12,8 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.environ.get("SHARDHOUSE_CHDB_DIR", "/work/main/.deps/chdb"))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.environ.get("SHARDHOUSE_CHDB_DIR", os.path.join(REPO, ".deps", "chdb")))
 from chdb import session  # noqa: E402
 
 s = session.Session(sys.argv[1] if len(sys.argv) > 1 else "/tmp/hour-key-pruning")

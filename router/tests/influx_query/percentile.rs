@@ -5,8 +5,6 @@
 
 use anyhow::{anyhow, ensure, Result};
 
-use serde_json::Value;
-
 use super::eval::{close, percentile};
 use super::{Stack, Written, S};
 use crate::support::Rng;
@@ -32,27 +30,10 @@ async fn rereads(s: &Stack) -> Result<f64> {
         .unwrap_or(0.0))
 }
 
-/// The first result of `q` over [`DB`].
-async fn query(s: &Stack, q: &str) -> Result<Value> {
-    let body = s
-        .http
-        .post(format!("{}/query", s.base))
-        .query(&[("db", DB), ("q", q), ("epoch", "ns")])
-        .send()
-        .await?
-        .text()
-        .await?;
-    let v: Value = serde_json::from_str(&body)?;
-    let r = v["results"][0].clone();
-    ensure!(r.get("error").is_none(), "{q} failed: {body}");
-    Ok(r)
-}
-
 /// `kind=u`: every host's values from one distribution (the windows
 /// decide); `kind=s`: host `h` holds values near `h * 1000` (each shard's
 /// slice sits elsewhere).
 async fn write(s: &Stack, start: i64) -> Result<Vec<(String, u64, f64)>> {
-    query(s, &format!("CREATE DATABASE {DB}")).await?;
     let mut rng = Rng(0x9e3c_0001);
     let (mut lines, mut points) = (String::new(), Vec::new());
     for kind in ["u", "s"] {
@@ -90,7 +71,7 @@ pub async fn windows(s: &Stack, w: &Written) -> Result<()> {
     let ask = |kind: &'static str, p: f64| {
         let q = format!("SELECT percentile(v, {p}) FROM pw WHERE kind = '{kind}' AND {range}");
         async move {
-            let r = query(s, &q).await?;
+            let r = s.query_in(DB, &q).await?;
             let got = r["series"][0]["values"][0][1].as_f64();
             ensure!(
                 got.zip(want(kind, p)).is_some_and(|(g, e)| close(g, e)),
@@ -121,7 +102,7 @@ pub async fn windows(s: &Stack, w: &Written) -> Result<()> {
 
     // Grouped by a tag (the shards group by it): each group exact.
     let q = format!("SELECT percentile(v, 90) FROM pw WHERE {range} GROUP BY kind");
-    let r = query(s, &q).await?;
+    let r = s.query_in(DB, &q).await?;
     let series = r["series"]
         .as_array()
         .ok_or_else(|| anyhow!("{q}: no series: {r}"))?;

@@ -127,12 +127,19 @@ pub fn u64_at(col: &ArrayRef, row: usize) -> Option<u64> {
     }
 }
 
+/// The items of a list cell (`Array(T)`); `None` for a column of no list.
+pub fn list_at(col: &ArrayRef, row: usize) -> Option<ArrayRef> {
+    match col.data_type() {
+        DataType::List(_) => Some(col.as_list::<i32>().value(row)),
+        DataType::LargeList(_) => Some(col.as_list::<i64>().value(row)),
+        _ => None,
+    }
+}
+
 /// The strings of a list cell (`Array(String)`).
 pub fn strings_at(col: &ArrayRef, row: usize) -> Vec<String> {
-    let inner = match col.data_type() {
-        DataType::List(_) => col.as_list::<i32>().value(row),
-        DataType::LargeList(_) => col.as_list::<i64>().value(row),
-        _ => return Vec::new(),
+    let Some(inner) = list_at(col, row) else {
+        return Vec::new();
     };
     (0..inner.len()).map(|i| text_at(&inner, i)).collect()
 }

@@ -19,13 +19,12 @@
 
 use arrow_array::cast::AsArray;
 use arrow_array::{Array, ArrayRef, RecordBatch};
-use arrow_schema::DataType;
 use shardhouse_eval::aggregate::rank::rank_order;
 use shardhouse_eval::aggregate::{RankWindow, Rule, Sum};
 use shardhouse_eval::exact::ExactSum;
 use shardhouse_eval::{Aggregate, Interval, Partial, Point, Value};
 
-use super::fetch::{int_at, u64_at, value_at};
+use super::fetch::{int_at, list_at, u64_at, value_at};
 use super::sqlgen::{SERIES_COLUMN, TIME_COLUMN};
 
 /// Whether shards can compute `agg` of a field of this InfluxDB type.
@@ -286,11 +285,7 @@ pub fn partial(b: &RecordBatch, row: usize, j: usize, agg: &Aggregate) -> Option
 /// (sorted again: the engine and the router order `-0.0` and `0.0`
 /// differently).
 fn window_points(c: &ArrayRef, row: usize) -> Option<Vec<Point>> {
-    let inner = match c.data_type() {
-        DataType::List(_) => c.as_list::<i32>().value(row),
-        DataType::LargeList(_) => c.as_list::<i64>().value(row),
-        _ => return None,
-    };
+    let inner = list_at(c, row)?;
     let tuples = inner.as_struct_opt()?;
     if tuples.num_columns() < 2 {
         return None;
@@ -333,7 +328,7 @@ mod tests {
     use super::*;
     use arrow_array::{Float64Array, Int64Array, ListArray, StructArray, UInt64Array};
     use arrow_buffer::OffsetBuffer;
-    use arrow_schema::{DataType, Field, Fields, Schema};
+    use arrow_schema::{DataType, Field, Fields};
     use std::sync::Arc;
 
     #[test]
@@ -407,19 +402,11 @@ mod tests {
             Arc::new(tuples),
             None,
         );
-        let schema = Schema::new(vec![
-            Field::new("agg_c0", DataType::UInt64, false),
-            Field::new("agg_r0", DataType::Int64, false),
-            Field::new("agg_w0", list.data_type().clone(), false),
-        ]);
-        let b = RecordBatch::try_new(
-            Arc::new(schema),
-            vec![
-                Arc::new(UInt64Array::from(vec![40])),
-                Arc::new(Int64Array::from(vec![36])),
-                Arc::new(list),
-            ],
-        )
+        let b = RecordBatch::try_from_iter([
+            ("agg_c0", Arc::new(UInt64Array::from(vec![40])) as ArrayRef),
+            ("agg_r0", Arc::new(Int64Array::from(vec![36]))),
+            ("agg_w0", Arc::new(list)),
+        ])
         .unwrap();
         let pts = |v: &[(i64, f64)]| {
             v.iter()
@@ -451,21 +438,12 @@ mod tests {
             ],
             None,
         );
-        let schema = Schema::new(vec![
-            Field::new("__b", DataType::Int64, false),
-            Field::new("__gsid", DataType::UInt64, false),
-            Field::new("agg_c0", DataType::UInt64, false),
-            Field::new("agg_p0", pair.data_type().clone(), false),
-        ]);
-        let b = RecordBatch::try_new(
-            Arc::new(schema),
-            vec![
-                Arc::new(Int64Array::from(vec![0])),
-                Arc::new(UInt64Array::from(vec![9])),
-                Arc::new(UInt64Array::from(vec![3])),
-                Arc::new(pair),
-            ],
-        )
+        let b = RecordBatch::try_from_iter([
+            ("__b", Arc::new(Int64Array::from(vec![0])) as ArrayRef),
+            ("__gsid", Arc::new(UInt64Array::from(vec![9]))),
+            ("agg_c0", Arc::new(UInt64Array::from(vec![3]))),
+            ("agg_p0", Arc::new(pair)),
+        ])
         .unwrap();
         assert_eq!(keys(&b, 0), Some((0, 9)));
         assert_eq!(
